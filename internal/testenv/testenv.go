@@ -1,0 +1,92 @@
+// Package testenv finds what tests need outside the repository (the shared
+// corpus, Porcupine's test data, programs such as chromium) and decides what
+// happens when it is absent: the test skips with a message naming it, or
+// fails when CI=true, where everything must be present.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Missing skips t, or fails it under CI=true, naming what is missing.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("required in CI: "+format, args...)
+	}
+	t.Skipf("skipped: "+format, args...)
+}
+
+// RepoRoot returns the directory holding the module's go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// Corpus returns the shared corpus folder (../shared/corpus beside the
+// repository, or $IPFENCE_CORPUS).
+func Corpus(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("IPFENCE_CORPUS")
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(t), "..", "shared", "corpus")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+		Missing(t, "the shared history corpus at %s (set IPFENCE_CORPUS)", dir)
+	}
+	return dir
+}
+
+// ModuleDir returns the module cache folder of a module the repository
+// requires, such as github.com/anishathalye/porcupine.
+func ModuleDir(t testing.TB, module string) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = RepoRoot(t)
+	out, err := cmd.Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		cmd := exec.Command("go", "mod", "download", module)
+		cmd.Dir = RepoRoot(t)
+		if err := cmd.Run(); err == nil {
+			again := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+			again.Dir = cmd.Dir
+			out, err = again.Output()
+			dir = strings.TrimSpace(string(out))
+		}
+		if err != nil || dir == "" {
+			Missing(t, "module %s in the Go module cache (go mod download %s)", module, module)
+		}
+	}
+	return dir
+}
+
+// Program returns the path of an executable found on PATH under any of the
+// names given.
+func Program(t testing.TB, names ...string) string {
+	t.Helper()
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	Missing(t, "program %s on PATH", strings.Join(names, " or "))
+	return ""
+}

@@ -1,0 +1,425 @@
+// Package edn reads Extensible Data Notation, the format Jepsen and Knossos
+// write histories in. It parses to a position-carrying tree so that callers can
+// report the line and column of a value they reject, not only of a syntax error.
+//
+// Supported: nil, booleans, integers (with an optional N suffix when the value
+// fits in 64 bits), floats (optional M suffix), strings, characters, keywords,
+// symbols, lists, vectors, maps, sets, tagged elements (#tag form), the discard
+// form #_ and ; comments. Commas are whitespace. Anything else is a SyntaxError.
+package edn
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Kind says what a Node holds.
+type Kind uint8
+
+// The kinds of EDN element.
+const (
+	Nil Kind = iota
+	Bool
+	Int
+	Float
+	String
+	Char
+	Keyword
+	Symbol
+	List
+	Vector
+	Map
+	Set
+	Tagged
+)
+
+var kindNames = [...]string{"nil", "boolean", "integer", "float", "string", "character", "keyword", "symbol", "list", "vector", "map", "set", "tagged element"}
+
+// String names the kind as an error message would.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Pos is a 1-based line and column (in runes) in the input.
+type Pos struct {
+	Line, Col int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
+
+// Node is one parsed element.
+type Node struct {
+	Kind Kind
+	Pos  Pos
+	// Bool holds a Bool node's value.
+	Bool bool
+	// Int holds an Int node's value.
+	Int int64
+	// Float holds a Float node's value.
+	Float float64
+	// Str holds the text of a String or Char, and the name of a Keyword,
+	// Symbol or Tagged element's tag, without the leading ':' or '#'.
+	Str string
+	// Items holds the elements of a List, Vector or Set; a Map's keys and
+	// values alternately (k0, v0, k1, v1, ...); a Tagged element's one form.
+	Items []Node
+}
+
+// SyntaxError reports malformed input at a position.
+type SyntaxError struct {
+	Pos Pos
+	Msg string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.Pos.Line, e.Pos.Col, e.Msg) }
+
+// maxDepth bounds nesting so that hostile input cannot exhaust the stack.
+const maxDepth = 512
+
+// Parser reads top-level forms from an input one at a time.
+type Parser struct {
+	src  []byte
+	off  int
+	line int
+	col  int
+}
+
+// NewParser returns a parser over src.
+func NewParser(src []byte) *Parser {
+	return &Parser{src: src, line: 1, col: 1}
+}
+
+// NewParserAt returns a parser over src that numbers positions from start,
+// for input cut out of a larger text.
+func NewParserAt(src []byte, start Pos) *Parser {
+	return &Parser{src: src, line: start.Line, col: start.Col}
+}
+
+// ParseAll parses every top-level form in src.
+func ParseAll(src []byte) ([]Node, error) {
+	p := NewParser(src)
+	var out []Node
+	for {
+		n, ok, err := p.Next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return out, nil
+		}
+		out = append(out, n)
+	}
+}
+
+// Next parses the next top-level form. It returns ok=false at the end of input.
+func (p *Parser) Next() (Node, bool, error) {
+	if err := p.skip(); err != nil {
+		return Node{}, false, err
+	}
+	if p.off >= len(p.src) {
+		return Node{}, false, nil
+	}
+	n, err := p.form(0)
+	if err != nil {
+		return Node{}, false, err
+	}
+	return n, true, nil
+}
+
+// Pos is the position of the next unread character.
+func (p *Parser) Pos() Pos { return Pos{p.line, p.col} }
+
+func (p *Parser) errorf(pos Pos, format string, args ...any) error {
+	return &SyntaxError{Pos: pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+// advance moves past one rune, keeping line and column.
+func (p *Parser) advance() {
+	r, size := utf8.DecodeRune(p.src[p.off:])
+	p.off += size
+	if r == '\n' {
+		p.line++
+		p.col = 1
+	} else {
+		p.col++
+	}
+}
+
+// skip passes whitespace, commas, comments and #_ discards.
+func (p *Parser) skip() error {
+	for p.off < len(p.src) {
+		c := p.src[p.off]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == '\f':
+			p.advance()
+		case c == ';':
+			for p.off < len(p.src) && p.src[p.off] != '\n' {
+				p.advance()
+			}
+		case c == '#' && p.off+1 < len(p.src) && p.src[p.off+1] == '_':
+			p.advance()
+			p.advance()
+			if err := p.skip(); err != nil {
+				return err
+			}
+			if p.off >= len(p.src) {
+				return p.errorf(p.Pos(), "expected a form after #_, found end of input")
+			}
+			if _, err := p.form(0); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', ',', '\f', '(', ')', '[', ']', '{', '}', '"', ';':
+		return true
+	}
+	return false
+}
+
+func (p *Parser) form(depth int) (Node, error) {
+	if depth > maxDepth {
+		return Node{}, p.errorf(p.Pos(), "nesting deeper than %d", maxDepth)
+	}
+	pos := p.Pos()
+	c := p.src[p.off]
+	switch c {
+	case '(':
+		p.advance()
+		items, err := p.seq(')', depth, pos)
+		return Node{Kind: List, Pos: pos, Items: items}, err
+	case '[':
+		p.advance()
+		items, err := p.seq(']', depth, pos)
+		return Node{Kind: Vector, Pos: pos, Items: items}, err
+	case '{':
+		p.advance()
+		items, err := p.seq('}', depth, pos)
+		if err != nil {
+			return Node{}, err
+		}
+		if len(items)%2 != 0 {
+			return Node{}, p.errorf(items[len(items)-1].Pos, "map has a key with no value")
+		}
+		return Node{Kind: Map, Pos: pos, Items: items}, nil
+	case ')', ']', '}':
+		return Node{}, p.errorf(pos, "unexpected %q", c)
+	case '"':
+		return p.str(pos)
+	case '\\':
+		return p.char(pos)
+	case '#':
+		return p.dispatch(pos, depth)
+	}
+	tok := p.token()
+	if !utf8.ValidString(tok) {
+		return Node{}, p.errorf(pos, "invalid UTF-8 in %q", tok)
+	}
+	return p.atom(tok, pos)
+}
+
+// seq reads forms up to the closing delimiter.
+func (p *Parser) seq(close byte, depth int, open Pos) ([]Node, error) {
+	var items []Node
+	for {
+		if err := p.skip(); err != nil {
+			return nil, err
+		}
+		if p.off >= len(p.src) {
+			return nil, p.errorf(p.Pos(), "end of input inside the collection opened at %s; expected %q", open, close)
+		}
+		if p.src[p.off] == close {
+			p.advance()
+			return items, nil
+		}
+		n, err := p.form(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, n)
+	}
+}
+
+func (p *Parser) token() string {
+	start := p.off
+	for p.off < len(p.src) && !isDelim(p.src[p.off]) {
+		p.advance()
+	}
+	return string(p.src[start:p.off])
+}
+
+func (p *Parser) dispatch(pos Pos, depth int) (Node, error) {
+	p.advance() // '#'
+	if p.off >= len(p.src) {
+		return Node{}, p.errorf(pos, "end of input after '#'")
+	}
+	if p.src[p.off] == '{' {
+		open := p.Pos()
+		p.advance()
+		items, err := p.seq('}', depth, open)
+		return Node{Kind: Set, Pos: pos, Items: items}, err
+	}
+	if isDelim(p.src[p.off]) || p.src[p.off] == '#' {
+		return Node{}, p.errorf(pos, "expected a tag, set or discard after '#', found %q", p.src[p.off])
+	}
+	tag := p.token()
+	if err := p.skip(); err != nil {
+		return Node{}, err
+	}
+	if p.off >= len(p.src) {
+		return Node{}, p.errorf(p.Pos(), "expected a form after tag #%s, found end of input", tag)
+	}
+	inner, err := p.form(depth + 1)
+	if err != nil {
+		return Node{}, err
+	}
+	return Node{Kind: Tagged, Pos: pos, Str: tag, Items: []Node{inner}}, nil
+}
+
+func (p *Parser) str(pos Pos) (Node, error) {
+	p.advance() // opening quote
+	var b strings.Builder
+	for {
+		if p.off >= len(p.src) {
+			return Node{}, p.errorf(pos, "string not terminated")
+		}
+		c := p.src[p.off]
+		if c == '"' {
+			p.advance()
+			return Node{Kind: String, Pos: pos, Str: b.String()}, nil
+		}
+		if c != '\\' {
+			r, size := utf8.DecodeRune(p.src[p.off:])
+			if r == utf8.RuneError && size == 1 {
+				return Node{}, p.errorf(p.Pos(), "invalid UTF-8 in string")
+			}
+			b.WriteRune(r)
+			p.advance()
+			continue
+		}
+		esc := p.Pos()
+		p.advance()
+		if p.off >= len(p.src) {
+			return Node{}, p.errorf(pos, "string not terminated")
+		}
+		e := p.src[p.off]
+		p.advance()
+		switch e {
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case 'n':
+			b.WriteByte('\n')
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case '\\', '"':
+			b.WriteByte(e)
+		case 'u':
+			if p.off+4 > len(p.src) {
+				return Node{}, p.errorf(esc, "\\u escape needs four hex digits")
+			}
+			v, err := strconv.ParseUint(string(p.src[p.off:p.off+4]), 16, 32)
+			if err != nil {
+				return Node{}, p.errorf(esc, "\\u escape needs four hex digits")
+			}
+			for range 4 {
+				p.advance()
+			}
+			b.WriteRune(rune(v))
+		default:
+			return Node{}, p.errorf(esc, "unknown escape \\%c in string", e)
+		}
+	}
+}
+
+var namedChars = map[string]string{"newline": "\n", "space": " ", "tab": "\t", "return": "\r", "backspace": "\b", "formfeed": "\f"}
+
+func (p *Parser) char(pos Pos) (Node, error) {
+	p.advance() // backslash
+	if p.off >= len(p.src) {
+		return Node{}, p.errorf(pos, "end of input after '\\'")
+	}
+	// A character is one rune, or a name; the rune itself may be a delimiter.
+	r, size := utf8.DecodeRune(p.src[p.off:])
+	if r == utf8.RuneError && size == 1 {
+		return Node{}, p.errorf(pos, "invalid UTF-8 in character")
+	}
+	p.advance()
+	rest := p.token()
+	if rest == "" {
+		return Node{Kind: Char, Pos: pos, Str: string(r)}, nil
+	}
+	name := string(r) + rest
+	if s, ok := namedChars[name]; ok {
+		return Node{Kind: Char, Pos: pos, Str: s}, nil
+	}
+	if r == 'u' && len(rest) == 4 {
+		if v, err := strconv.ParseUint(rest, 16, 32); err == nil {
+			return Node{Kind: Char, Pos: pos, Str: string(rune(v))}, nil
+		}
+	}
+	return Node{}, p.errorf(pos, "unknown character \\%s", name)
+}
+
+func (p *Parser) atom(tok string, pos Pos) (Node, error) {
+	if tok == "" {
+		return Node{}, p.errorf(pos, "unexpected character %q", p.src[p.off])
+	}
+	switch tok {
+	case "nil":
+		return Node{Kind: Nil, Pos: pos}, nil
+	case "true":
+		return Node{Kind: Bool, Pos: pos, Bool: true}, nil
+	case "false":
+		return Node{Kind: Bool, Pos: pos}, nil
+	}
+	c := tok[0]
+	if c >= '0' && c <= '9' || (c == '+' || c == '-') && len(tok) > 1 && tok[1] >= '0' && tok[1] <= '9' {
+		return p.number(tok, pos)
+	}
+	if c == ':' {
+		name := tok[1:]
+		if name == "" || name[0] == ':' || strings.HasSuffix(name, "/") {
+			return Node{}, p.errorf(pos, "malformed keyword %q", tok)
+		}
+		return Node{Kind: Keyword, Pos: pos, Str: name}, nil
+	}
+	return Node{Kind: Symbol, Pos: pos, Str: tok}, nil
+}
+
+func (p *Parser) number(tok string, pos Pos) (Node, error) {
+	if strings.ContainsAny(tok, ".eE") || strings.HasSuffix(tok, "M") {
+		f, err := strconv.ParseFloat(strings.TrimSuffix(tok, "M"), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return Node{}, p.errorf(pos, "malformed number %q", tok)
+		}
+		return Node{Kind: Float, Pos: pos, Float: f}, nil
+	}
+	digits := strings.TrimSuffix(tok, "N")
+	if strings.Contains(digits, "/") {
+		return Node{}, p.errorf(pos, "ratio %q is not supported", tok)
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return Node{}, p.errorf(pos, "integer %q does not fit in 64 bits", tok)
+		}
+		return Node{}, p.errorf(pos, "malformed number %q", tok)
+	}
+	return Node{Kind: Int, Pos: pos, Int: n}, nil
+}

@@ -1,0 +1,85 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// fuzzReader checks the properties every reader owes its callers: it never
+// panics; a failure is an InputError with a position inside the input, or
+// none; a success reads back unchanged through JSON Lines.
+func fuzzReader(f *testing.F, format Format, seeds []string) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := Parse("fuzz", data, format)
+		if err != nil {
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			if ie.File != "fuzz" {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			if ie.Line < 0 || ie.Line > bytes.Count(data, []byte("\n"))+1 || ie.Col < 0 {
+				t.Fatalf("position %d:%d outside the input: %v", ie.Line, ie.Col, err)
+			}
+			return
+		}
+		var buf bytes.Buffer
+		if err := WriteAll(&buf, h.Events); err != nil {
+			t.Fatalf("writing what was read: %v", err)
+		}
+		back, err := Parse("back", buf.Bytes(), JSONL)
+		if err != nil {
+			t.Fatalf("reading back: %v\n%s", err, buf.String())
+		}
+		if !reflect.DeepEqual(back.Events, h.Events) {
+			t.Fatalf("round trip changed the events:\n%#v\n%#v", back.Events, h.Events)
+		}
+		// Pairing never panics either.
+		_, _, _ = Pair(h.Events)
+	})
+}
+
+func FuzzReadEDN(f *testing.F) {
+	fuzzReader(f, EDN, []string{
+		"[{:process 0, :type :invoke, :f :read, :value nil}\n {:process 0, :type :ok, :f :read, :value 3}]",
+		"{:index 0 :type :invoke :value [[:append 253 1] [:r 253 nil]]}\n; c\n{:index 1 :type :ok :value [[:append 253 1] [:r 253 [1]]]}",
+		"({:process :nemesis :type :info :f :start :value {0 100, :a #{1 2}} :time 5 :error [:x nil]})",
+		`{:process 9, :type :invoke, :f :append, :key "0", :value "x 9 0 y"}`,
+	})
+}
+
+func FuzzReadJSONL(f *testing.F) {
+	fuzzReader(f, JSONL, []string{
+		`{"index":0,"type":"invoke","process":3,"f":"cas","value":[1,2],"time":1200,"node":"n1"}` + "\n" +
+			`{"index":1,"type":"fail","process":3,"f":"cas","value":[1,2],"time":1300,"error":"mismatch"}`,
+		`{"type":"info","process":"nemesis","value":{"a":1.5,"b":null}}`,
+	})
+}
+
+func FuzzReadJSON(f *testing.F) {
+	fuzzReader(f, JSON, []string{
+		`[{"process":94,"type":"invoke","f":"read","value":null},{"process":94,"type":"ok","f":"read","value":3}]`,
+		`[{"type":"ok","f":"txn","value":[["w","x",2]],"process":0,"index":2}]`,
+	})
+}
+
+func FuzzReadJepsenLog(f *testing.F) {
+	fuzzReader(f, JepsenLog, []string{
+		"INFO  jepsen.util - 0\t:invoke\t:read\tnil\nINFO  jepsen.util - 0\t:ok\t:read\t3\n",
+		"INFO  jepsen.util - 1  :invoke :cas [1 2]\nINFO  jepsen.util - 1 :info :cas :timed-out\n",
+		"INFO  jepsen.util - :nemesis\t:info\t:start\tnil\n",
+	})
+}
+
+// FuzzDetect feeds anything to format detection and the reader it picks.
+func FuzzDetect(f *testing.F) {
+	fuzzReader(f, "", []string{
+		`{"type":"ok"}`, `[{"type":"ok"}]`, `{:type :ok}`, "INFO  jepsen.util - 0\t:ok\t:read\t1", "; x\n(", "",
+	})
+}

@@ -1,0 +1,173 @@
+// Package history is the operation history that every checker in ipfence
+// reads: the event type, its canonical JSON Lines codec, readers for the
+// formats other tools write (Jepsen/Knossos EDN, elle-cli JSON, Jepsen log
+// lines), and the pairing of invocations with their completions.
+//
+// An operation is two events from one logical process: an invoke and a
+// completion. A completion is ok (the operation took effect), fail (it
+// certainly did not) or info (unknown: it may take effect at any point after
+// its invoke, or never). Events are kept in the order they happened; that
+// order, not the time field, is what real-time precedence is taken from.
+package history
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Type is an event's type.
+type Type uint8
+
+// Event types.
+const (
+	Invoke Type = iota
+	OK
+	Fail
+	Info
+)
+
+var typeNames = [...]string{"invoke", "ok", "fail", "info"}
+
+// String returns the type's name as histories spell it.
+func (t Type) String() string {
+	if int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return "type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ParseType reads a type name ("invoke", "ok", "fail", "info").
+func ParseType(s string) (Type, bool) {
+	for i, n := range typeNames {
+		if n == s {
+			return Type(i), true
+		}
+	}
+	return 0, false
+}
+
+// Process identifies the logical process that issued an event. Client
+// processes are non-negative; the fault injector is Nemesis.
+type Process int64
+
+const (
+	// Nemesis is the process of fault-injection events, which checkers ignore.
+	Nemesis Process = -1
+	// NoProcess marks an event whose source named no process.
+	NoProcess Process = -2
+)
+
+// String returns the process number, "nemesis" or "none".
+func (p Process) String() string {
+	switch p {
+	case Nemesis:
+		return "nemesis"
+	case NoProcess:
+		return "none"
+	}
+	return strconv.FormatInt(int64(p), 10)
+}
+
+// Event is one line of a history.
+type Event struct {
+	// Index is the event's position as its source numbered it; readers number
+	// events from 0 in file order when the source does not.
+	Index   int64
+	Process Process
+	Type    Type
+	// F is the operation's function, such as "read" or "cas".
+	F string
+	// Value is the operation's argument on an invoke and its result on an ok.
+	Value Value
+	// Time is nanoseconds since the start of the test on a monotonic clock;
+	// 0 when the source recorded none.
+	Time int64
+	// Error is what the client reported with a fail or info; nil when none.
+	Error Value
+	// Node names the node the operation was sent to; empty when unknown.
+	Node string
+}
+
+// String renders the event briefly, for messages.
+func (e Event) String() string {
+	return fmt.Sprintf("index %d process %s %s %s %s", e.Index, e.Process, e.Type, e.F, Show(e.Value))
+}
+
+// History is a parsed history and the format it was read from.
+type History struct {
+	Format Format
+	Events []Event
+}
+
+// Op is an invocation paired with its completion.
+type Op struct {
+	// Index is the invoke event's Index.
+	Index   int64
+	Process Process
+	F       string
+	// Type is the completion's type: OK, Fail or Info. An invocation that
+	// never completed is Info.
+	Type Type
+	// Input is the invoke's value; Output the completion's (nil when none).
+	Input, Output Value
+	// Error is the completion's error, if any.
+	Error Value
+	// Call and Return are the positions of the invoke and the completion in
+	// the event slice; Return is -1 when the history ends before completion.
+	Call, Return int
+	// Node is the node named by the invoke, if any.
+	Node string
+}
+
+// Pending reports whether the operation's effect is unknown (info, or never
+// completed): it may take effect at any point after its invoke, or never.
+func (o Op) Pending() bool { return o.Type == Info }
+
+// PairError reports events that cannot be paired into operations.
+type PairError struct {
+	Index int64
+	Msg   string
+}
+
+func (e *PairError) Error() string { return fmt.Sprintf("event index %d: %s", e.Index, e.Msg) }
+
+// Pair matches each client invoke with the next completion from the same
+// process. Nemesis events are returned apart, in order. An invoke without a
+// completion becomes an Info op that is pending to the end. A process that
+// crashed (info) and is then used again keeps its crashed op pending forever:
+// nothing after the crash is ordered after it.
+func Pair(events []Event) (ops []Op, nemesis []Event, err error) {
+	open := make(map[Process]int) // process → index into ops
+	for pos, e := range events {
+		if e.Process == Nemesis {
+			nemesis = append(nemesis, e)
+			continue
+		}
+		if e.Process == NoProcess {
+			return nil, nil, &PairError{e.Index, "event has no process, so it cannot be paired with its invoke or completion"}
+		}
+		if e.Type == Invoke {
+			if prev, ok := open[e.Process]; ok {
+				return nil, nil, &PairError{e.Index, fmt.Sprintf("process %s invokes %q while its %q invoked at index %d has not completed",
+					e.Process, e.F, ops[prev].F, events[ops[prev].Call].Index)}
+			}
+			open[e.Process] = len(ops)
+			ops = append(ops, Op{Index: e.Index, Process: e.Process, F: e.F, Type: Info, Input: e.Value, Call: pos, Return: -1, Node: e.Node})
+			continue
+		}
+		i, ok := open[e.Process]
+		if !ok {
+			return nil, nil, &PairError{e.Index, fmt.Sprintf("%s completion from process %s has no open invoke", e.Type, e.Process)}
+		}
+		delete(open, e.Process)
+		op := &ops[i]
+		if e.F != op.F && e.F != "" {
+			return nil, nil, &PairError{e.Index, fmt.Sprintf("completion f %q does not match invoke f %q at index %d", e.F, op.F, events[op.Call].Index)}
+		}
+		op.Type = e.Type
+		op.Output = e.Value
+		op.Error = e.Error
+		op.Return = pos
+	}
+	return ops, nemesis, nil
+}

@@ -1,0 +1,179 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// jsonReader decodes event objects from JSON text, keeping positions.
+type jsonReader struct {
+	data []byte // the whole file, for positions
+	li   *lineIndex
+}
+
+// errorAt converts a decoding error at a base offset into an InputError.
+func (r *jsonReader) errorAt(base int, dec *json.Decoder, err error) error {
+	off := base + int(dec.InputOffset())
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off = r.offending(base+int(se.Offset), se.Error())
+	}
+	line, col := r.li.pos(off)
+	msg := err.Error()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		msg = "unexpected end of input inside a JSON value"
+	}
+	return &InputError{Line: line, Col: col, Msg: msg}
+}
+
+// offending finds the byte a syntax error names ("invalid character 'x'")
+// at or after the byte before off, where the decoder stopped; the decoder's
+// offset is sometimes just past it and sometimes before it.
+func (r *jsonReader) offending(off int, msg string) int {
+	off = max(0, off-1)
+	const marker = "invalid character '"
+	i := strings.Index(msg, marker)
+	if i < 0 || len(msg) <= i+len(marker) {
+		return off
+	}
+	c := msg[i+len(marker)]
+	for j := off; j < len(r.data) && j < off+8; j++ {
+		if r.data[j] == c {
+			return j
+		}
+	}
+	return off
+}
+
+// valueStart returns the offset of the value that follows a key, skipping the
+// colon and whitespace.
+func (r *jsonReader) valueStart(off int) int {
+	for off < len(r.data) {
+		switch r.data[off] {
+		case ' ', '\t', '\r', '\n', ':':
+			off++
+			continue
+		}
+		break
+	}
+	return off
+}
+
+// object decodes one event object; the decoder is positioned before its '{'.
+// base is the offset in r.data at which the decoder's input starts.
+func (r *jsonReader) object(dec *json.Decoder, base int, index int64) (Event, error) {
+	start := r.valueStart(base + int(dec.InputOffset()))
+	tok, err := dec.Token()
+	if err != nil {
+		return Event{}, r.errorAt(base, dec, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		line, col := r.li.pos(start)
+		return Event{}, &InputError{Line: line, Col: col, Msg: fmt.Sprintf("expected an event object, found %s", describeToken(tok))}
+	}
+	var fields []field
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Event{}, r.errorAt(base, dec, err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return Event{}, r.errorAt(base, dec, fmt.Errorf("expected an object key"))
+		}
+		voff := r.valueStart(base + int(dec.InputOffset()))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return Event{}, r.errorAt(base, dec, err)
+		}
+		v, err := decodeJSONValue(raw)
+		line, col := r.li.pos(voff)
+		if err != nil {
+			return Event{}, &InputError{Line: line, Col: col, Msg: err.Error()}
+		}
+		fields = append(fields, field{key: key, val: v, line: line, col: col})
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return Event{}, r.errorAt(base, dec, err)
+	}
+	line, col := r.li.pos(start)
+	return buildEvent(fields, line, col, index)
+}
+
+func describeToken(tok json.Token) string {
+	switch t := tok.(type) {
+	case json.Delim:
+		return fmt.Sprintf("%q", string(t))
+	case string:
+		return fmt.Sprintf("string %q", t)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", tok)
+}
+
+// readJSONL reads one event object per line; blank lines are skipped.
+func readJSONL(data []byte) ([]Event, error) {
+	r := &jsonReader{data: data, li: newLineIndex(data)}
+	var events []Event
+	off := 0
+	for off < len(data) {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += off
+		}
+		line := data[off:end]
+		if len(bytes.TrimSpace(line)) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(line))
+			dec.UseNumber()
+			e, err := r.object(dec, off, int64(len(events)))
+			if err != nil {
+				return nil, err
+			}
+			if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
+				l, c := r.li.pos(off + int(dec.InputOffset()) + bytes.Index(line[dec.InputOffset():], rest))
+				return nil, &InputError{Line: l, Col: c, Msg: "unexpected text after the event object (JSON Lines holds one object per line)"}
+			}
+			events = append(events, e)
+		}
+		off = end + 1
+	}
+	return events, nil
+}
+
+// readJSONArray reads a JSON array of event objects.
+func readJSONArray(data []byte) ([]Event, error) {
+	r := &jsonReader{data: data, li: newLineIndex(data)}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, r.errorAt(0, dec, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, &InputError{Line: 1, Col: 1, Msg: fmt.Sprintf("expected a JSON array of events, found %s", describeToken(tok))}
+	}
+	var events []Event
+	for dec.More() {
+		e, err := r.object(dec, 0, int64(len(events)))
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, e)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, r.errorAt(0, dec, err)
+	}
+	rest := data[dec.InputOffset():]
+	if trimmed := strings.TrimSpace(string(rest)); trimmed != "" {
+		line, col := r.li.pos(int(dec.InputOffset()) + strings.Index(string(rest), trimmed[:1]))
+		return nil, &InputError{Line: line, Col: col, Msg: "unexpected text after the array of events"}
+	}
+	return events, nil
+}

@@ -1,0 +1,79 @@
+// Package linear decides whether a history is linearizable: whether its
+// operations can be put in one total order that respects real time (an
+// operation that completed before another was invoked comes first) and the
+// sequential specification of the object.
+//
+// The search is Wing & Gong's, with Lowe's memoization of visited
+// configurations (the set of linearized operations as a bitset, and the model
+// state), over partitions that a model declares independent
+// (P-compositionality), checked in parallel. Two reductions keep it small:
+// an operation that never changes the state (a read) is linearized as soon
+// as it can be and never branched on, and such an operation whose outcome is
+// unknown is dropped, since it can neither take effect nor fail to.
+//
+// The package knows nothing of histories or models: a model compiles its
+// operations into a Spec over small integer states, and the checker only
+// steps it. The verdict is true, false, or unknown when the deadline or the
+// memory bound stopped the search; it is never a guess.
+package linear
+
+// State is a model state as the checker sees it: a small integer that the
+// Spec gives meaning to. Two configurations with equal States are the same
+// configuration, so a Spec whose states are richer than 64 bits interns them.
+type State = uint64
+
+// Spec is the sequential specification of one partition, with its operations
+// numbered 0..n-1 in the order of the partition's Ops.
+//
+// The checker calls a Spec from one goroutine at a time, but partitions are
+// checked in parallel: partitions must not share a Spec that keeps mutable
+// state (an intern table, say).
+type Spec interface {
+	// Init returns the initial state.
+	Init() State
+	// Step applies operation op to state s. It returns the next state and
+	// whether op, with the result the history recorded for it, is possible
+	// in s. Step must be deterministic; see Determinize for models that are
+	// not.
+	Step(s State, op int) (State, bool)
+}
+
+// Neutral is implemented by a Spec that can tell which operations never
+// change the state (reads, compare-and-sets that reported a mismatch). The
+// checker linearizes those eagerly, which is sound for them alone, and drops
+// them when their outcome is unknown.
+type Neutral interface {
+	// Neutral reports whether Step(s, op) returns s for every s where it
+	// succeeds.
+	Neutral(op int) bool
+}
+
+// Describer is implemented by a Spec that can render states and operations
+// for failure reports and the HTML page.
+type Describer interface {
+	DescribeState(s State) string
+	DescribeOp(op int) string
+}
+
+// Op is one operation of a partition: the positions of its invoke and its
+// completion in the history's event order. Return < 0 means the operation is
+// pending: it may take effect at any point after Call, or never.
+type Op struct {
+	Call, Return int
+	// ID is the caller's name for the operation (an index into its list of
+	// operations); results refer to operations by their position in the
+	// partition, and the caller maps them back with ID.
+	ID int
+}
+
+// Pending reports whether the operation's outcome is unknown.
+func (o Op) Pending() bool { return o.Return < 0 }
+
+// Partition is an independent part of a history with its specification.
+type Partition struct {
+	// Label names the partition in reports, such as "key 3"; empty when the
+	// history is not partitioned.
+	Label string
+	Ops   []Op
+	Spec  Spec
+}
