@@ -24,6 +24,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 0, "give up with verdict unknown after this long per file, such as 30s (default: no limit)")
 	asJSON := fs.Bool("json", false, "print one JSON object per file instead of a line of text")
 	htmlOut := fs.String("html", "", "write a self-contained HTML page of the history and its linearization to FILE\n(with several inputs, one page each, named FILE-<input name>.html)")
+	whole := fs.Bool("no-partition", false, "check kv and multi-register histories as one object with one state instead of\nsplitting them by key (kv still lets the search use the keys' independence)")
 	maxMem := fs.String("max-memory", "4GiB", "give up with verdict unknown when the search needs more memory than this")
 	files, code, ok := parse(fs, level, args, stderr)
 	if !ok {
@@ -47,7 +48,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			return usageErr("--format: %v", err)
 		}
 	}
-	opt := lincheck.Options{Model: m, Timeout: *timeout}
+	opt := lincheck.Options{Model: m, Timeout: *timeout, Unpartitioned: *whole}
 	if *initial != "" {
 		v, err := history.ParseValue(*initial)
 		if err != nil {

@@ -188,3 +188,20 @@ func TestReportJSON(t *testing.T) {
 		t.Errorf("summary %q", s)
 	}
 }
+
+// Without partitioning, one state for the whole map: the keyed search must
+// reach the same verdicts (c50 is measured by BenchmarkStretchKV).
+func TestPorcupineKVUnpartitioned(t *testing.T) {
+	for _, d := range kvDatasets(t) {
+		if strings.HasPrefix(d.name, "c50") {
+			continue
+		}
+		r, err := Check(context.Background(), d.file, d.hist, Options{Model: d.model, Unpartitioned: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Valid != d.want || r.Partitions != 1 {
+			t.Errorf("%s: %v in %d partitions, want %v in 1", d.name, r.Valid, r.Partitions, d.want)
+		}
+	}
+}

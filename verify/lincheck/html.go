@@ -1,14 +1,642 @@
 package lincheck
 
 import (
+	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"io"
+	"slices"
+	"time"
+
+	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/linear"
 )
 
-// WriteHTML writes a page of the report. (A full page with the history and
-// its linearization is being built.)
-func (r *Report) WriteHTML(w io.Writer) error {
-	_, err := fmt.Fprintf(w, "<!doctype html><html><title>%s</title><body>%s</body></html>\n", html.EscapeString(r.File), html.EscapeString(r.Summary()))
-	return err
+// The page is a fixed HTML shell around one JSON document (pageData) that a
+// script draws. The Go side only gathers what the script needs as plain
+// strings and numbers: every model-specific rendering (operations, states)
+// is done here with linear.OpString and linear.StateString, so the script
+// knows nothing of models.
+//
+// Escaping: the shell is constant text, and the only data written into it
+// are the title, escaped with html.EscapeString, and the JSON document,
+// which goes into a <script type="application/json"> element. Inside a
+// script element the HTML tokenizer looks for "</script" (and "<!--"); both
+// need a '<', and encoding/json writes '<', '>' and '&' inside strings as
+// \u003c, \u003e and \u0026, so no value can end the element early. The
+// script puts every string on the page with textContent, never innerHTML.
+// html/template would add nothing here: it would have to be told to trust
+// the JSON anyway, since it JavaScript-escapes anything placed in a script.
+
+// pageData is the JSON document the page's script draws.
+type pageData struct {
+	File    string `json:"file"`
+	Model   string `json:"model"`
+	Verdict string `json:"verdict"` // linearizable, NOT linearizable, unknown
+	Valid   string `json:"valid"`   // true, false, unknown: the CSS class
+	Reason  string `json:"reason,omitempty"`
+	Ops     int    `json:"ops"`
+	Check   string `json:"check"` // check time, rounded for people
+	// Events is the number of events; the x axis runs from 0 to Events, and
+	// a pending operation ends there.
+	Events int `json:"events"`
+	// Index holds each event's Index when some event's Index is not its
+	// position, so that the axis and the tooltips can show the numbers the
+	// history file uses; nil when they are the same.
+	Index []int64 `json:"index,omitempty"`
+	// Omitted counts client operations in no partition: those the model
+	// dropped because they failed, and so certainly did not take effect.
+	Omitted int         `json:"omitted"`
+	Failure *pageFail   `json:"failure,omitempty"`
+	Parts   []pagePart  `json:"parts"`
+	Legend  []pageLabel `json:"legend"`
 }
+
+// pageLabel is one entry of the legend: a CSS class and what it means.
+type pageLabel struct {
+	Class string `json:"class"`
+	Text  string `json:"text"`
+}
+
+// pageFail is the header's account of an invalid verdict.
+type pageFail struct {
+	Partition string `json:"partition,omitempty"`
+	Process   string `json:"process"`
+	Op        string `json:"op"`
+	Invoke    int64  `json:"invoke"`
+	Complete  int64  `json:"complete"` // -1 when it never completed
+	Reason    string `json:"reason"`
+}
+
+// pagePart is one partition: its lanes and its operations.
+type pagePart struct {
+	Label  string `json:"label"`
+	Valid  string `json:"valid"`
+	Reason string `json:"reason,omitempty"`
+	// Lanes are the processes with an operation in the partition, in
+	// process order; Rows is how many rows each needs (more than one only
+	// when a process's pending operation overlaps its later ones).
+	Lanes []pageLane `json:"lanes"`
+	Ops   []pageOp   `json:"ops"`
+	// Order is the length of the linearization (valid) or of the longest
+	// linearizable prefix (invalid); Final the state after it.
+	Order int    `json:"order"`
+	Final string `json:"final,omitempty"`
+}
+
+// pageLane is one process's lane.
+type pageLane struct {
+	Process string `json:"process"`
+	Rows    int    `json:"rows"`
+}
+
+// pageOp is one bar. Its keys are short because a page of 100,000
+// operations holds 100,000 of them.
+type pageOp struct {
+	Lane int `json:"l"`
+	Row  int `json:"r"`
+	// Call and End are the bar's extent in event positions; End is the
+	// completion's position, or Events for a pending operation.
+	Call    int    `json:"c"`
+	End     int    `json:"e"`
+	Pending bool   `json:"p,omitempty"`
+	F       string `json:"f"`
+	Desc    string `json:"d"`            // the model's rendering, such as "read → 3"
+	Type    string `json:"t"`            // completion type: ok, fail, info
+	Invoke  int64  `json:"i"`            // invoke event's Index
+	Done    int64  `json:"j"`            // completion event's Index; -1 when none
+	T0      int64  `json:"t0,omitempty"` // invoke time, ns; 0 when unknown
+	T1      int64  `json:"t1,omitempty"` // completion time, ns
+	Err     string `json:"err,omitempty"`
+	// N is the operation's position in the partition's order, from 1; 0
+	// when it is not in the order. Before and After are the states around
+	// it, when the replay reached it.
+	N      int    `json:"n,omitempty"`
+	Before string `json:"b,omitempty"`
+	After  string `json:"a,omitempty"`
+	// Failed marks the operation no linearization gets past.
+	Failed bool `json:"x,omitempty"`
+}
+
+// page gathers what the page shows.
+func (r *Report) page() (*pageData, error) {
+	if r.history == nil {
+		return nil, errors.New("the report holds no history to draw (it was not made by Check)")
+	}
+	events := r.history.Events
+	d := &pageData{
+		File: r.File, Model: r.Model, Verdict: verdictWord(r.Valid), Valid: r.Valid.String(),
+		Reason: r.Reason, Ops: r.Ops, Events: len(events),
+		Check: time.Duration(r.CheckNS).Round(time.Microsecond).String(),
+		Legend: []pageLabel{
+			{"lin", "linearized (number: position in the order)"},
+			{"bad", "no linearization gets past this operation"},
+			{"", "not in the order"},
+			{"pend", "pending: outcome unknown, may take effect up to the end"},
+		},
+	}
+	for pos, e := range events {
+		if e.Index != int64(pos) {
+			d.Index = make([]int64, len(events))
+			for i, e := range events {
+				d.Index[i] = e.Index
+			}
+			break
+		}
+	}
+	if f := r.Failure; f != nil {
+		d.Failure = &pageFail{
+			Partition: f.Partition, Process: f.Op.Process.String(), Op: f.Op.Op,
+			Invoke: f.Op.InvokeIndex, Complete: f.Op.Index, Reason: f.Reason,
+		}
+	}
+	// Operations in no partition are left off the page, not greyed: the
+	// models drop only failed operations, which certainly did not take
+	// effect, and with no partition to own them there is no lane of a
+	// partition to draw them in. The header counts them instead.
+	used := make([]bool, len(r.ops))
+	for p := range r.parts {
+		part := r.part(p)
+		for _, o := range r.parts[p].Ops {
+			used[o.ID] = true
+		}
+		d.Parts = append(d.Parts, part)
+	}
+	for _, u := range used {
+		if !u {
+			d.Omitted++
+		}
+	}
+	return d, nil
+}
+
+// part describes partition p. Operations keep the partition's order, so
+// that a partition-local index i is also the index into Ops.
+func (r *Report) part(p int) pagePart {
+	part := &r.parts[p]
+	events := r.history.Events
+	out := pagePart{Label: part.Label, Valid: linear.Unknown.String()}
+	// order is the linearization of a valid partition or the longest
+	// linearizable prefix of an invalid one; an unknown one has neither.
+	var order []int
+	ordered, failed := false, -1
+	if p < len(r.result.Partitions) {
+		pr := &r.result.Partitions[p]
+		out.Valid, out.Reason = pr.Valid.String(), pr.Reason
+		switch pr.Valid {
+		case linear.True:
+			order, ordered = pr.Linearization, true
+		case linear.False:
+			order, failed, ordered = pr.Prefix, pr.Failed, true
+		}
+	}
+
+	lane := map[history.Process]int{}
+	var procs []history.Process
+	for _, o := range part.Ops {
+		pr := r.ops[o.ID].Process
+		if _, ok := lane[pr]; !ok {
+			lane[pr] = 0
+			procs = append(procs, pr)
+		}
+	}
+	slices.Sort(procs)
+	for i, pr := range procs {
+		lane[pr] = i
+	}
+	// rowEnds[l] holds, for each row of lane l, where its last bar ends.
+	rowEnds := make([][]int, len(procs))
+
+	out.Ops = make([]pageOp, len(part.Ops))
+	for i, lo := range part.Ops {
+		o := &r.ops[lo.ID]
+		op := pageOp{
+			Lane: lane[o.Process], Call: o.Call, End: o.Return, Pending: o.Pending(),
+			F: o.F, Desc: linear.OpString(part.Spec, i), Type: o.Type.String(),
+			Invoke: o.Index, Done: -1, T0: events[o.Call].Time,
+		}
+		if o.Return >= 0 {
+			op.Done = events[o.Return].Index
+			op.T1 = events[o.Return].Time
+		}
+		if op.Pending {
+			// It may take effect at any point after its invoke, so the bar
+			// runs to the end even when an info completion was recorded.
+			op.End = len(events)
+		}
+		if o.Error != nil {
+			op.Err = history.Show(o.Error)
+		}
+		op.Failed = i == failed
+		out.Ops[i] = op
+	}
+
+	// Rows are assigned in invoke order, first fit: a process's operations
+	// follow one another, so one row suffices unless a pending operation
+	// (which runs to the end) is followed by more from the same process.
+	byCall := make([]int, len(out.Ops))
+	for i := range byCall {
+		byCall[i] = i
+	}
+	slices.SortFunc(byCall, func(a, b int) int { return cmp.Compare(out.Ops[a].Call, out.Ops[b].Call) })
+	for _, i := range byCall {
+		op := &out.Ops[i]
+		ends := rowEnds[op.Lane]
+		row := slices.IndexFunc(ends, func(end int) bool { return end < op.Call })
+		if row < 0 {
+			row = len(ends)
+			ends = append(ends, 0)
+		}
+		ends[row] = op.End
+		rowEnds[op.Lane] = ends
+		op.Row = row
+	}
+	for l, pr := range procs {
+		out.Lanes = append(out.Lanes, pageLane{Process: pr.String(), Rows: len(rowEnds[l])})
+	}
+
+	for k, i := range order {
+		out.Ops[i].N = k + 1
+	}
+	out.Order = len(order)
+	state := part.Spec.Init()
+	for _, s := range linear.Replay(part.Spec, order) {
+		out.Ops[s.Op].Before = linear.StateString(part.Spec, s.Before)
+		out.Ops[s.Op].After = linear.StateString(part.Spec, s.After)
+		state = s.After
+	}
+	if ordered {
+		out.Final = linear.StateString(part.Spec, state)
+	}
+	return out
+}
+
+// WriteHTML writes a self-contained page of the history and its
+// linearization: a lane per process and a bar per operation, with the
+// linearization (or, when there is none, the longest linearizable prefix
+// and the operation it cannot get past) marked on the bars.
+func (r *Report) WriteHTML(w io.Writer) error {
+	d, err := r.page()
+	if err != nil {
+		return fmt.Errorf("html page of %s: %w", r.File, err)
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("html page of %s: %w", r.File, err)
+	}
+	for _, b := range [][]byte{
+		[]byte(pageHead), []byte(html.EscapeString(r.File)), []byte(pageStyle),
+		data, []byte(pageTail),
+	} {
+		if _, err := w.Write(b); err != nil {
+			return fmt.Errorf("html page of %s: %w", r.File, err)
+		}
+	}
+	return nil
+}
+
+const pageHead = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>`
+
+const pageStyle = ` — ipfence linearizability</title>
+<style>
+:root { --row: 17px; --label: 76px; font: 13px/1.35 system-ui, sans-serif; color: #1d232b; }
+body { margin: 0; display: flex; flex-direction: column; height: 100vh; }
+header { padding: 8px 14px 6px; border-bottom: 1px solid #cfd6df; background: #f7f9fb; }
+h1 { font-size: 15px; margin: 0 0 4px; word-break: break-all; }
+.facts span { margin-right: 14px; }
+.verdict { font-weight: 600; padding: 1px 6px; border-radius: 3px; }
+.verdict.true { background: #d6f0d8; color: #1b5e20; }
+.verdict.false { background: #fbd5d3; color: #9b1c1c; }
+.verdict.unknown { background: #fdeec8; color: #7a4d00; }
+.fail { margin: 5px 0 2px; padding: 4px 8px; border-left: 4px solid #d93025; background: #fff1f0; }
+.tools { margin-top: 5px; display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: center; }
+.tools button { font: inherit; padding: 0 8px; }
+.key { display: inline-flex; align-items: center; gap: 4px; }
+.key i { display: inline-block; width: 22px; height: 11px; }
+#chart { flex: 1; overflow: auto; position: relative; }
+.axis { position: sticky; top: 0; z-index: 4; height: 20px; background: #fff; border-bottom: 1px solid #cfd6df; }
+.axis .corner { position: sticky; left: 0; width: var(--label); height: 20px; background: #fff; z-index: 1; color: #5b6675; padding-left: 6px; box-sizing: border-box; line-height: 20px; }
+.tick { position: absolute; top: 0; height: 20px; border-left: 1px solid #b7c0cc; padding-left: 3px; color: #5b6675; font-size: 11px; line-height: 20px; white-space: nowrap; }
+.part { position: relative; margin-bottom: 6px; }
+.phead { position: sticky; left: 0; width: max-content; max-width: 95vw; padding: 5px 8px 3px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; cursor: pointer; user-select: none; }
+.phead::before { content: "▾"; display: inline-block; width: 14px; color: #5b6675; }
+.shut .phead::before { content: "▸"; }
+.shut .pbody { display: none; }
+.phead strong { margin-right: 8px; }
+.phead .verdict { font-size: 11px; padding: 0 5px; }
+.phead small { color: #4a5563; margin-left: 8px; }
+.pbody { position: relative; }
+.names { position: sticky; left: 0; z-index: 2; width: var(--label); background: #f7f9fb; border-right: 1px solid #cfd6df; }
+.names div { position: absolute; left: 0; right: 0; padding: 1px 0 0 6px; color: #4a5563; font-size: 11px; line-height: var(--row); white-space: nowrap; overflow: hidden; }
+.track { position: absolute; top: 0; left: var(--label); }
+.stripe { position: absolute; left: 0; right: 0; background: #f3f5f8; }
+.bar { position: absolute; height: calc(var(--row) - 3px); box-sizing: border-box; border: 1px solid #8994a3; background: #e4e8ee; border-radius: 3px; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; font-size: 11px; line-height: calc(var(--row) - 5px); padding: 0 2px; cursor: pointer; }
+.bar.lin { background: #bfe5c2; border-color: #3d8b40; }
+.bar.bad { background: #e53935; border-color: #8e0000; color: #fff; font-weight: 600; }
+.bar.pend { border-style: dashed; background-image: linear-gradient(to right, rgba(255,255,255,0) 0, rgba(255,255,255,.75) 100%); opacity: .8; }
+.bar.sel, .bar:focus { outline: 2px solid #1a56db; outline-offset: 1px; z-index: 1; }
+.bar.narrow { padding: 0; text-overflow: clip; text-align: center; }
+.bar.narrow span { display: none; }
+.bar.narrow b { margin: 0; padding: 0 1px; }
+.bar b { font-size: 9px; color: #1b5e20; background: #fff; border-radius: 6px; padding: 0 3px; margin-right: 3px; }
+.bar.bad b { color: #8e0000; }
+.key .lin { background: #bfe5c2; border: 1px solid #3d8b40; }
+.key .bad { background: #e53935; border: 1px solid #8e0000; }
+.key .plain { background: #e4e8ee; border: 1px solid #8994a3; }
+.key .pend { background: linear-gradient(to right, #e4e8ee, #fff); border: 1px dashed #8994a3; }
+#tip { position: fixed; z-index: 10; display: none; max-width: 420px; padding: 6px 9px; background: #1d232b; color: #f2f4f7; border-radius: 4px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,.3); pointer-events: none; }
+#tip div + div { margin-top: 2px; }
+#tip .h { font-weight: 600; font-size: 13px; }
+#tip .s { color: #a6e3a9; }
+#tip .x { color: #ffaaa5; }
+</style>
+</head>
+<body>
+<header id="head"></header>
+<div id="chart"></div>
+<div id="tip" role="tooltip"></div>
+<script>
+// Installed apart from the drawing script so that even a syntax error
+// there is recorded; tests read data-errors from the DOM.
+window.onerror = function (msg, src, line, col) {
+  var b = document.body, prev = b.dataset.errors;
+  b.dataset.errors = (prev ? prev + "\n" : "") + msg + " (" + line + ":" + col + ")";
+};
+</script>
+<script type="application/json" id="data">`
+
+const pageTail = `</script>
+<script>
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("data").textContent);
+  var ROW = 17, LABEL = 76, MINPX = 22, MAXPX = 240, NARROW = 44;
+  var chart = document.getElementById("chart");
+  var tip = document.getElementById("tip");
+  var bars = [];     // {el, op, part, sec}
+  var sections = []; // {el, track}
+  var axis, scale = 1, pinned = null, bad = null;
+
+  function add(parent, tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    parent.appendChild(e);
+    return e;
+  }
+  function eventName(pos) { return D.index ? D.index[pos] : pos; }
+  function ns(t) {
+    if (t >= 1e9) return (t / 1e9).toFixed(3) + " s";
+    if (t >= 1e6) return (t / 1e6).toFixed(3) + " ms";
+    if (t >= 1e3) return (t / 1e3).toFixed(1) + " µs";
+    return t + " ns";
+  }
+  function plural(n, one, many) { return n + " " + (n === 1 ? one : many || one + "s"); }
+
+  function header() {
+    var h = document.getElementById("head");
+    add(h, "h1", null, D.file);
+    var f = add(h, "div", "facts");
+    add(f, "span", "verdict " + D.valid, D.verdict + (D.reason ? ": " + D.reason : ""));
+    add(f, "span", null, "model " + D.model);
+    add(f, "span", null, plural(D.ops, "op"));
+    add(f, "span", null, plural(D.parts.length, "partition"));
+    add(f, "span", null, "checked in " + D.check);
+    if (D.omitted) add(f, "span", null, D.omitted + " failed ops not drawn (they certainly did not take effect)");
+    if (D.failure) {
+      var x = D.failure;
+      add(h, "div", "fail", (x.partition ? x.partition + ": " : "") + "process " + x.process + " " + x.op +
+        " (invoked at event " + x.invoke + ", " + (x.complete < 0 ? "never completed" : "completed at event " + x.complete) +
+        "): " + x.reason);
+    }
+    var t = add(h, "div", "tools");
+    var z = add(t, "span");
+    add(z, "span", null, "zoom ");
+    add(z, "button", null, "−").addEventListener("click", function () { zoom(scale / 2); });
+    add(z, "button", null, "+").addEventListener("click", function () { zoom(scale * 2); });
+    add(z, "button", null, "fit").addEventListener("click", function () { zoom(fit()); });
+    add(t, "span", null, "(ctrl + wheel also zooms; click an op to pin its details)");
+    if (D.failure) add(t, "button", null, "show failing op").addEventListener("click", showFailure);
+    D.legend.forEach(function (l) {
+      var k = add(t, "span", "key");
+      add(k, "i", l.class || "plain");
+      add(k, "span", null, l.text);
+    });
+  }
+
+  function draw() {
+    axis = add(chart, "div", "axis");
+    add(axis, "div", "corner", "event");
+    D.parts.forEach(function (p) {
+      var sec = add(chart, "section", "part");
+      var head = add(sec, "div", "phead");
+      head.title = "click to fold or unfold";
+      add(head, "strong", null, p.label || "history");
+      var word = { "true": "linearizable", "false": "NOT linearizable" }[p.valid] || "unknown";
+      add(head, "span", "verdict " + p.valid, word + (p.reason ? ": " + p.reason : ""));
+      var what = plural(p.ops.length, "op") + " · " + plural(p.lanes.length, "process", "processes");
+      if (p.valid === "true") what += " · linearization of " + plural(p.order, "op") + ", ending in state " + p.final;
+      if (p.valid === "false") what += " · longest linearizable prefix " + plural(p.order, "op") + ", ending in state " + p.final;
+      add(head, "small", null, what);
+      head.addEventListener("click", function () { sec.classList.toggle("shut"); });
+      var top = [], y = 0;
+      p.lanes.forEach(function (l) { top.push(y); y += l.rows * ROW + 2; });
+      var pb = add(sec, "div", "pbody");
+      pb.style.height = y + "px";
+      var names = add(pb, "div", "names");
+      names.style.height = y + "px";
+      var track = add(pb, "div", "track");
+      track.style.height = y + "px";
+      p.lanes.forEach(function (l, li) {
+        var n = add(names, "div", null, "p " + l.process);
+        n.style.top = top[li] + "px";
+        n.style.height = l.rows * ROW + "px";
+        if (li % 2 === 0) {
+          var s = add(track, "div", "stripe");
+          s.style.top = top[li] + "px";
+          s.style.height = l.rows * ROW + 2 + "px";
+        }
+      });
+      var frag = document.createDocumentFragment();
+      p.ops.forEach(function (op) {
+        var cls = "bar";
+        if (op.n) cls += " lin";
+        if (op.x) cls += " bad";
+        if (op.p) cls += " pend";
+        var e = document.createElement("div");
+        e.className = cls;
+        e.tabIndex = 0;
+        e.style.top = top[op.l] + op.r * ROW + 2 + "px";
+        if (op.n) add(e, "b", null, String(op.n));
+        add(e, "span", null, op.d);
+        e._bar = bars.length;
+        bars.push({ el: e, op: op, part: p, sec: sec });
+        frag.appendChild(e);
+      });
+      track.appendChild(frag);
+      sections.push({ el: sec, track: track });
+    });
+  }
+
+  function fit() {
+    var w = chart.clientWidth - LABEL - 24;
+    return Math.max(w, 100) / Math.max(D.events, 1);
+  }
+
+  // layout places everything for the current scale (px per event).
+  function layout() {
+    var w = Math.ceil(D.events * scale) + 24;
+    axis.style.width = LABEL + w + "px";
+    sections.forEach(function (s) {
+      s.el.style.width = LABEL + w + "px";
+      s.track.style.width = w + "px";
+    });
+    for (var i = 0; i < bars.length; i++) {
+      var b = bars[i];
+      b.el.style.left = b.op.c * scale + "px";
+      var bw = Math.max((b.op.e - b.op.c) * scale - 1, 3);
+      b.el.style.width = bw + "px";
+      // A bar too short for its text shows only its order number; the
+      // tooltip has the rest.
+      b.el.classList.toggle("narrow", bw < NARROW);
+    }
+    var old = axis.querySelectorAll(".tick");
+    for (var j = 0; j < old.length; j++) old[j].remove();
+    var want = 80 / scale, step = 1;
+    while (step < want) step *= (String(step)[0] === "2" ? 2.5 : 2);
+    step = Math.round(step);
+    for (var pos = 0; pos < D.events; pos += step) {
+      var t = add(axis, "div", "tick", String(eventName(pos)));
+      t.style.left = LABEL + pos * scale + "px";
+    }
+  }
+
+  // clamp keeps the chart within what browsers lay out (about 33 million
+  // px wide).
+  function clamp(s) { return Math.min(Math.max(s, 0.01), 400, 3e7 / Math.max(D.events, 1)); }
+  function zoom(s) {
+    s = clamp(s);
+    var mid = (chart.scrollLeft + chart.clientWidth / 2 - LABEL) / scale;
+    scale = s;
+    layout();
+    chart.scrollLeft = mid * scale + LABEL - chart.clientWidth / 2;
+  }
+
+  function tipText(b) {
+    var op = b.op, p = b.part;
+    tip.textContent = "";
+    add(tip, "div", "h", op.d);
+    add(tip, "div", null, "process " + p.lanes[op.l].process + " · f " + op.f + " · " + op.t +
+      (op.err ? " · error " + op.err : ""));
+    var done = op.j < 0 ? "never completed" : op.t + " at event " + op.j;
+    add(tip, "div", null, "invoked at event " + op.i + ", " + done +
+      (op.p ? " (outcome unknown: it may take effect any time after its invoke, or never)" : ""));
+    if (op.t0 || op.t1) {
+      add(tip, "div", null, "time " + ns(op.t0) + (op.t1 ? " → " + ns(op.t1) + " (" + ns(op.t1 - op.t0) + ")" : ""));
+    }
+    var order = p.valid === "true" ? "linearization" : "longest linearizable prefix";
+    if (op.n) {
+      add(tip, "div", "s", "#" + op.n + " of " + p.order + " in the " + order);
+      if (op.b != null) add(tip, "div", "s", "state " + op.b + " → " + op.a);
+    } else if (op.x) {
+      add(tip, "div", "x", "no linearization gets past this op: the longest linearizable prefix (" +
+        plural(p.order, "op") + ") ends in state " + p.final);
+    } else if (p.valid === "true") {
+      add(tip, "div", null, "not in the linearization: it never took effect");
+    } else if (p.valid === "false") {
+      add(tip, "div", null, "not in the longest linearizable prefix");
+    }
+  }
+
+  function place(x, y) {
+    var r = tip.getBoundingClientRect();
+    var left = Math.min(x + 14, window.innerWidth - r.width - 6);
+    var top = y + 16;
+    if (top + r.height > window.innerHeight - 4) top = y - r.height - 10;
+    tip.style.left = Math.max(left, 4) + "px";
+    tip.style.top = Math.max(top, 4) + "px";
+  }
+  function show(b, x, y) {
+    tipText(b);
+    tip.style.display = "block";
+    place(x, y);
+  }
+  function showAt(b) {
+    var r = b.el.getBoundingClientRect();
+    show(b, Math.max(r.left, 0), r.bottom - 10);
+  }
+  function hide() { tip.style.display = "none"; }
+  function pin(b) {
+    if (pinned) pinned.el.classList.remove("sel");
+    pinned = b;
+    if (b) { b.el.classList.add("sel"); showAt(b); } else hide();
+  }
+  function barOf(target) {
+    var e = target && target.closest ? target.closest(".bar") : null;
+    return e ? bars[e._bar] : null;
+  }
+  function showFailure() {
+    if (!bad) return;
+    bad.sec.classList.remove("shut");
+    bad.el.scrollIntoView({ block: "center", inline: "center" });
+    pin(bad);
+  }
+
+  // One set of listeners on the chart serves every bar.
+  chart.addEventListener("mouseover", function (ev) {
+    var b = barOf(ev.target);
+    if (b && !pinned) show(b, ev.clientX, ev.clientY);
+  });
+  chart.addEventListener("mousemove", function (ev) {
+    if (!pinned && tip.style.display === "block" && barOf(ev.target)) place(ev.clientX, ev.clientY);
+  });
+  chart.addEventListener("mouseout", function (ev) {
+    if (!pinned && barOf(ev.target) !== barOf(ev.relatedTarget)) hide();
+  });
+  chart.addEventListener("click", function (ev) {
+    var b = barOf(ev.target);
+    pin(b && b !== pinned ? b : null);
+  });
+  chart.addEventListener("focusin", function (ev) {
+    var b = barOf(ev.target);
+    if (b && (!pinned || pinned === b)) showAt(b);
+  });
+  chart.addEventListener("focusout", function () { if (!pinned) hide(); });
+  // A pinned tooltip follows its bar, and hides while the bar is
+  // scrolled out of the chart.
+  chart.addEventListener("scroll", function () {
+    if (!pinned) return;
+    var r = pinned.el.getBoundingClientRect(), c = chart.getBoundingClientRect();
+    if (r.right < c.left + LABEL || r.left > c.right || r.bottom < c.top || r.top > c.bottom) hide();
+    else showAt(pinned);
+  });
+  chart.addEventListener("wheel", function (ev) {
+    if (!ev.ctrlKey) return;
+    ev.preventDefault();
+    var r = chart.getBoundingClientRect();
+    var at = (chart.scrollLeft + ev.clientX - r.left - LABEL) / scale;
+    scale = clamp(scale * (ev.deltaY < 0 ? 1.25 : 0.8));
+    layout();
+    chart.scrollLeft = at * scale + LABEL - (ev.clientX - r.left);
+  }, { passive: false });
+  document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") pin(null); });
+
+  header();
+  draw();
+  scale = clamp(Math.min(Math.max(fit(), MINPX), MAXPX));
+  layout();
+  bad = bars.filter(function (b) { return b.op.x; })[0] || null;
+  if (bad) bad.el.scrollIntoView({ block: "center", inline: "center" });
+  document.body.dataset.drawn = String(bars.length);
+})();
+</script>
+</body>
+</html>
+`

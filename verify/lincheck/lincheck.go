@@ -22,6 +22,8 @@ type Options struct {
 	// Initial, when HasInitial, overrides the semantics' initial value.
 	Initial    history.Value
 	HasInitial bool
+	// Unpartitioned sets model.Options.Unpartitioned.
+	Unpartitioned bool
 	// Timeout bounds the search; 0 means none.
 	Timeout time.Duration
 	// MaxMemory bounds the search's memory in bytes; 0 means the default.
@@ -97,6 +99,9 @@ func Check(ctx context.Context, file string, h *history.History, opt Options) (*
 	if opt.HasInitial {
 		sem.Initial = opt.Initial
 	}
+	if opt.Unpartitioned {
+		sem.Unpartitioned = true
+	}
 	if opt.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opt.Timeout)
@@ -153,8 +158,8 @@ func (r *Report) failure(p int) *Failure {
 	f.State = linear.StateString(part.Spec, state)
 	if pr.Failed >= 0 {
 		f.Op = r.ref(p, pr.Failed)
-		f.Reason = fmt.Sprintf("%s cannot be linearized: the longest linearizable prefix (%d ops) ends in state %s, and no order of the operations gets past this one",
-			f.Op.Op, len(f.Prefix), f.State)
+		f.Reason = fmt.Sprintf("no order of the operations gets past this one; the longest linearizable prefix (%d ops) ends in state %s",
+			len(f.Prefix), f.State)
 	} else {
 		f.Reason = "no linearization exists"
 	}

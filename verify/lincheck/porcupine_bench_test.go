@@ -1,12 +1,19 @@
 package lincheck
 
 import (
+	"maps"
+	"os"
 	"runtime"
 	"runtime/metrics"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/ipfence/ipfence/verify/linear"
 )
 
 // The benchmarks below check the same histories with ipfence and with
@@ -191,4 +198,79 @@ func peakHeap(f func()) uint64 {
 		return p - base
 	}
 	return 0
+}
+
+// BenchmarkStretchKV checks Porcupine's 50-client kv histories without
+// partitioning: one state for the whole map. ipfence's kv model then tells
+// the search which key each operation touches (linear.Keyed) and the search
+// reduces by independence; Porcupine, given the same whole-map model, has
+// no such help. Porcupine's side takes minutes and several GB, so it runs
+// only with IPFENCE_STRETCH_PORCUPINE=1:
+//
+//	IPFENCE_STRETCH_PORCUPINE=1 go test ./verify/lincheck -run '^$' -bench StretchKV -benchtime 1x -timeout 30m
+func BenchmarkStretchKV(b *testing.B) {
+	var sets []dataset
+	for _, d := range kvDatasets(b) {
+		if strings.HasPrefix(d.name, "c50") {
+			d.sem.Unpartitioned = true
+			d.pModel.Partition = nil
+			d.pModel.Init = func() any { return map[string]string{} }
+			d.pModel.Step = wholeKVStep
+			d.pModel.Equal = func(x, y any) bool { return maps.Equal(x.(map[string]string), y.(map[string]string)) }
+			sets = append(sets, d)
+		}
+	}
+	for i := range sets {
+		d := &sets[i]
+		b.Run("ipfence/"+d.name, func(b *testing.B) {
+			var verdict linear.Verdict
+			var peak uint64
+			start := time.Now()
+			for b.Loop() {
+				peak = max(peak, peakHeap(func() { verdict = d.ipfence(b) }))
+			}
+			if verdict != d.want {
+				b.Fatalf("%s: %v, want %v", d.name, verdict, d.want)
+			}
+			b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "s/check")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+			b.Logf("%s unpartitioned: %v in %v, peak heap %d MiB", d.name, verdict, time.Since(start)/time.Duration(b.N), peak>>20)
+		})
+	}
+	for i := range sets {
+		d := &sets[i]
+		b.Run("porcupine/"+d.name, func(b *testing.B) {
+			if os.Getenv("IPFENCE_STRETCH_PORCUPINE") != "1" {
+				b.Skip("set IPFENCE_STRETCH_PORCUPINE=1 to run Porcupine for 120 s on this history")
+			}
+			var res porcupine.CheckResult
+			var peak uint64
+			start := time.Now()
+			for b.Loop() {
+				peak = max(peak, peakHeap(func() {
+					res, _ = porcupine.CheckOperationsVerbose(d.pModel, d.pOps, 120*time.Second)
+				}))
+			}
+			b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "s/check")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+			b.Logf("%s unpartitioned: porcupine %v in %v, peak heap %d MiB", d.name, res, time.Since(start)/time.Duration(b.N), peak>>20)
+		})
+	}
+}
+
+// wholeKVStep is Porcupine's step over the whole map, copying on write.
+func wholeKVStep(state, input, output any) (bool, any) {
+	st := state.(map[string]string)
+	in := input.(kvIn)
+	switch in.op {
+	case 0:
+		return output.(string) == st[in.key], st
+	}
+	next := maps.Clone(st)
+	if in.op == 1 {
+		next[in.key] = in.value
+	} else {
+		next[in.key] = st[in.key] + in.value
+	}
+	return true, next
 }

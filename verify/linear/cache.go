@@ -69,20 +69,22 @@ func (v *visited) free() {
 	v.bytes = 0
 }
 
-// insert adds (state, bits) with hash h and reports whether it was new. It
+// insert adds (state, bits) with hash h and reports whether it was new, and
+// its entry number (entries are numbered 0, 1, ... as they are added). It
 // returns ok=false when the memory bound stops it from growing.
-func (v *visited) insert(h uint64, state State, bits []uint64) (isNew, ok bool) {
+func (v *visited) insert(h uint64, state State, bits []uint64) (entry uint32, isNew, ok bool) {
 	h |= 1
 	for i := h & v.mask; ; i = (i + 1) & v.mask {
 		switch v.hashes[i] {
 		case 0:
+			k := uint32(v.n)
 			if !v.add(i, h, state, bits) {
-				return false, false
+				return 0, false, false
 			}
-			return true, true
+			return k, true, true
 		case h:
-			if v.equal(v.index[i], state, bits) {
-				return false, true
+			if k := v.index[i]; v.equal(k, state, bits) {
+				return k, false, true
 			}
 		}
 	}

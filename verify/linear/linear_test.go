@@ -453,3 +453,80 @@ func TestConcurrentChecks(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// productSpec is a random Keyed spec: each key has its own small random
+// table spec, and the state is the tuple of the keys' states, in base
+// `states` digits.
+type productSpec struct {
+	states int
+	keys   []int        // op → key
+	per    []*tableSpec // key → its spec, over all ops (only its own ops used)
+	nkeys  int
+}
+
+func (p *productSpec) digit(s State, k int) int {
+	for range k {
+		s /= State(p.states)
+	}
+	return int(s % State(p.states))
+}
+
+func (p *productSpec) Init() State {
+	var s State
+	for k := p.nkeys - 1; k >= 0; k-- {
+		s = s*State(p.states) + p.per[k].init
+	}
+	return s
+}
+
+func (p *productSpec) Step(s State, op int) (State, bool) {
+	k := p.keys[op]
+	d := p.digit(s, k)
+	n := p.per[k].table[op][d]
+	if n < 0 {
+		return s, false
+	}
+	mult := State(1)
+	for range k {
+		mult *= State(p.states)
+	}
+	return s - State(d)*mult + State(n)*mult, true
+}
+
+func (p *productSpec) Neutral(op int) bool        { return p.per[p.keys[op]].neutral[op] }
+func (p *productSpec) Key(op int) int             { return p.keys[op] }
+func (p *productSpec) Part(s State, k int) uint64 { return uint64(p.digit(s, k)) }
+
+// The search on a Keyed spec (partial-order reduction, nogoods,
+// backjumping) agrees with brute force on the whole state.
+func TestKeyedAgreesWithBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 9))
+	counts := map[bool]int{}
+	for round := range 4000 {
+		n := 1 + r.IntN(8)
+		ops := randomHistory(r, n)
+		states := 1 + r.IntN(3)
+		p := &productSpec{states: states, nkeys: 1 + r.IntN(3)}
+		for range p.nkeys {
+			p.per = append(p.per, randomSpec(r, n, states))
+		}
+		for range n {
+			p.keys = append(p.keys, r.IntN(p.nkeys))
+		}
+		want := bruteForce(ops, p)
+		res, err := Check(context.Background(), []Partition{{Ops: ops, Spec: p}}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Valid == Unknown || (res.Valid == True) != want {
+			t.Fatalf("round %d: checker says %v, brute force %v\nops %+v\nkeys %v", round, res.Valid, want, ops, p.keys)
+		}
+		if want && !isLinearization(ops, p, res.Partitions[0].Linearization) {
+			t.Fatalf("round %d: %v is not a linearization", round, res.Partitions[0].Linearization)
+		}
+		counts[want]++
+	}
+	if counts[true] < 500 || counts[false] < 500 {
+		t.Fatalf("lopsided: %v", counts)
+	}
+}

@@ -21,6 +21,8 @@ const (
 type frame struct {
 	op     int32 // local operation number
 	forced bool  // pushed by the neutral closure, so never branched on
+	fkey   int32 // the frontier key of the configuration it was pushed from
+	entry  int32 // the configuration's entry in the visited set
 	prev   State // state before the operation
 }
 
@@ -40,6 +42,11 @@ type search struct {
 	prev    []int32
 	pending []bool
 	neutral []bool
+	// k is set when the spec is Keyed; fkey is then the key of the current
+	// configuration's frontier operation, the only key whose operations
+	// are branched on, and -1 otherwise.
+	k    *keyedState
+	fkey int32
 
 	state State
 	bits  []uint64
@@ -62,6 +69,7 @@ type search struct {
 
 func newSearch(p *Partition, b *budget, stop *atomic.Bool) *search {
 	neutral, _ := p.Spec.(Neutral)
+	keyed, _ := p.Spec.(Keyed)
 	s := &search{label: p.Label, ops: len(p.Ops), spec: p.Spec, stop: stop, frontier: -1, failed: -1}
 	n := len(p.Ops)
 	s.orig = make([]int32, 0, n)
@@ -78,6 +86,10 @@ func newSearch(p *Partition, b *budget, stop *atomic.Bool) *search {
 		s.pending = append(s.pending, o.Pending())
 		s.neutral = append(s.neutral, isNeutral)
 	}
+	if keyed != nil {
+		s.k = newKeyed(keyed, s.orig, b)
+	}
+	s.fkey = -1
 	m := len(s.orig)
 	s.pos = make([]int, 2*m+1)
 	links := make([]int32, 3*(2*m+1))
@@ -140,21 +152,52 @@ func (s *search) relink(e int32) {
 	}
 }
 
-// push linearizes op i, moving to state next, unless that configuration was
-// visited before. ok=false reports the memory bound.
-func (s *search) push(i int32, next State, forced bool) (pushed, ok bool) {
+// pushResult says what became of a push.
+type pushResult uint8
+
+const (
+	pushed    pushResult = iota
+	dead                 // the configuration was visited before, or hits a nogood: it fails
+	outOfRoom            // the memory bound stopped it
+)
+
+// push linearizes op i, moving to state next, unless that configuration is
+// known to fail; blame is then the key blamed for that failure (-1 when the
+// spec is not Keyed).
+func (s *search) push(i int32, next State, forced bool) (res pushResult, blame int32) {
 	s.bits[i>>6] |= 1 << (i & 63)
 	h := s.hash ^ zobrist(i)
-	isNew, ok := s.seen.insert(h^mix(next), next, s.bits)
-	if !isNew {
-		s.bits[i>>6] &^= 1 << (i & 63)
-		return false, ok
+	if k := s.k; k != nil {
+		k.flip(i)
+		if d := k.of[i]; k.dead(d, next) {
+			k.flip(i)
+			s.bits[i>>6] &^= 1 << (i & 63)
+			return dead, d
+		}
 	}
-	s.stack = append(s.stack, frame{op: i, forced: forced, prev: s.state})
+	entry, isNew, ok := s.seen.insert(h^mix(next), next, s.bits)
+	if !ok || !isNew {
+		s.bits[i>>6] &^= 1 << (i & 63)
+		blame = -1
+		if s.k != nil {
+			s.k.flip(i)
+			if ok {
+				blame = s.k.blames[entry]
+			}
+		}
+		if !ok {
+			return outOfRoom, -1
+		}
+		return dead, blame
+	}
+	if s.k != nil {
+		s.k.blames = append(s.k.blames, -1)
+	}
+	s.stack = append(s.stack, frame{op: i, forced: forced, fkey: s.fkey, entry: int32(entry), prev: s.state})
 	s.state, s.hash = next, h
 	s.unlink(2*i + 1)
 	s.unlink(2*i + 2)
-	return true, true
+	return pushed, -1
 }
 
 // pop undoes the last linearization and returns its frame.
@@ -166,43 +209,70 @@ func (s *search) pop() frame {
 	s.relink(2*i + 1)
 	s.bits[i>>6] &^= 1 << (i & 63)
 	s.hash ^= zobrist(i)
+	if s.k != nil {
+		s.k.flip(i)
+	}
 	s.state = f.prev
 	s.bestValid = min(s.bestValid, len(s.stack))
 	return f
 }
 
-// backtrack pops through forced frames and one branching frame, returning
-// the entry after that frame's call, where the scan resumes. ok=false means
-// the stack ran out: no linearization exists.
-func (s *search) backtrack() (int32, bool) {
+// backtrack is called when the current configuration fails, blaming key
+// blame (-1 when the spec is not Keyed). It pops through forced frames and
+// through configurations that the blame fails as well, to the first one that
+// has a sibling left to try, and returns the entry after that frame's call,
+// where the scan resumes. more=false means the stack ran out: no
+// linearization exists. ok=false reports the memory bound.
+func (s *search) backtrack(blame int32) (e int32, more, ok bool) {
 	for len(s.stack) > 0 {
 		f := s.pop()
-		if !f.forced {
-			return s.next[callOf(f.op)], true
+		k := s.k
+		if k != nil {
+			k.blames[f.entry] = blame
 		}
+		if f.forced {
+			// The configuration it was forced from fails as well; if the
+			// forced op is of the blamed key, so does that key's part.
+			if k != nil && blame == k.of[f.op] && !k.record(blame, s.state) {
+				return -1, false, false
+			}
+			continue
+		}
+		s.fkey = f.fkey
+		if k != nil && blame != f.fkey {
+			// Another key's part failed; it is the same in this
+			// configuration, so no sibling can help.
+			continue
+		}
+		return s.next[callOf(f.op)], true, true
 	}
-	return -1, false
+	return -1, false, true
 }
 
 // closure linearizes every neutral operation that can be linearized now.
 // Moving such an operation to the front of any linearization that exists
 // keeps it valid (it changes no state, and everything real time puts before
 // it is already linearized), so the configuration stands or falls with the
-// one after it: no branch is needed. It returns dead=true when that
-// configuration was visited before, which means it failed.
-func (s *search) closure() (dead, ok bool) {
+// one after it: no branch is needed. It returns failed=true when that
+// configuration is known to fail, blaming key blame.
+func (s *search) closure() (failed bool, blame int32, ok bool) {
 	e := s.next[0]
 	for e >= 0 && isCall(e) {
 		i := opOf(e)
 		if s.neutral[i] {
 			if next, possible := s.spec.Step(s.state, int(s.orig[i])); possible {
 				p := s.prev[e]
-				pushed, ok := s.push(i, next, true)
-				if !ok {
-					return false, false
-				}
-				if !pushed {
-					return true, true
+				res, blame := s.push(i, next, true)
+				switch res {
+				case outOfRoom:
+					return false, -1, false
+				case dead:
+					// By the same argument per key, the blamed key's part
+					// fails here too when the op is of that key.
+					if s.k != nil && blame == s.k.of[i] && !s.k.record(blame, s.state) {
+						return false, -1, false
+					}
+					return true, blame, true
 				}
 				e = s.next[p]
 				continue
@@ -210,7 +280,24 @@ func (s *search) closure() (dead, ok bool) {
 		}
 		e = s.next[e]
 	}
-	return false, true
+	return false, -1, true
+}
+
+// frontierKey returns the key of the frontier operation: the one whose
+// completion comes first among those not linearized. -1 when the spec is not
+// Keyed or nothing is left.
+func (s *search) frontierKey() int32 {
+	if s.k == nil {
+		return -1
+	}
+	e := s.next[0]
+	for e >= 0 && isCall(e) {
+		e = s.next[e]
+	}
+	if e < 0 {
+		return -1
+	}
+	return s.k.of[opOf(e)]
 }
 
 // note records the furthest return entry the search could not pass.
@@ -230,18 +317,21 @@ func (s *search) note(e int32) {
 // run continues the search for at most quantum steps. It returns paused
 // when the quantum is used up; any other outcome is final.
 func (s *search) run(quantum int) outcome {
+	var e int32
+	var blame int32
 	if !s.started {
 		s.started = true
-		dead, ok := s.closure()
+		failed, _, ok := s.closure()
 		if !ok {
 			return tooBig
 		}
-		if dead {
+		if failed {
 			return refuted
 		}
+		s.fkey = s.frontierKey()
 		s.cursor = s.next[0]
 	}
-	e := s.cursor
+	e = s.cursor
 	for steps := 1; ; steps++ {
 		if steps&1023 == 0 {
 			if s.stop.Load() {
@@ -262,26 +352,39 @@ func (s *search) run(quantum int) outcome {
 				e = s.next[e]
 				continue
 			}
+			if s.k != nil && s.k.of[i] != s.fkey {
+				// Some linearization that exists starts with an
+				// operation of the frontier's key (see Keyed).
+				e = s.next[e]
+				continue
+			}
 			next, possible := s.spec.Step(s.state, int(s.orig[i]))
 			if !possible {
 				e = s.next[e]
 				continue
 			}
-			pushed, ok := s.push(i, next, false)
-			if !ok {
+			res, childBlame := s.push(i, next, false)
+			switch res {
+			case outOfRoom:
 				return tooBig
-			}
-			if !pushed {
-				e = s.next[e]
-				continue
-			}
-			dead, ok := s.closure()
-			if !ok {
-				return tooBig
-			}
-			if !dead {
-				e = s.next[0]
-				continue
+			case dead:
+				if childBlame == s.fkey {
+					e = s.next[e]
+					continue
+				}
+				// Another key's part fails: so does this configuration.
+				blame = childBlame
+			case pushed:
+				failed, b, ok := s.closure()
+				if !ok {
+					return tooBig
+				}
+				if !failed {
+					s.fkey = s.frontierKey()
+					e = s.next[0]
+					continue
+				}
+				blame = b
 			}
 		} else {
 			i := opOf(e)
@@ -292,9 +395,16 @@ func (s *search) run(quantum int) outcome {
 				return found
 			}
 			s.note(e)
+			// Every candidate of the frontier's key failed for that key.
+			blame = s.fkey
+			if s.k != nil && !s.k.record(blame, s.state) {
+				return tooBig
+			}
 		}
-		var more bool
-		if e, more = s.backtrack(); !more {
+		var more, ok bool
+		if e, more, ok = s.backtrack(blame); !ok {
+			return tooBig
+		} else if !more {
 			return refuted
 		}
 	}

@@ -48,6 +48,28 @@ type Neutral interface {
 	Neutral(op int) bool
 }
 
+// Keyed is implemented by a Spec whose state is a product of independent
+// parts, one per key, each operation touching one: operations on different
+// keys commute and never observe each other.
+//
+// The checker then branches only on operations of the frontier's key (the
+// key of the operation that completes first among those not yet
+// linearized). That is sound: in any linearization from a configuration,
+// the first operation of the frontier's key can be moved to the front, since
+// nothing before it need precede it in real time (it would have to complete
+// before that operation was invoked, and so before the frontier operation
+// completed, which none does) and it commutes with the other keys'
+// operations it passes. The state stays whole; this is a partial-order
+// reduction, not a partitioning. It also learns, from the parts of the state,
+// which keys' progress cannot be completed (see the search's nogoods).
+type Keyed interface {
+	// Key returns the key operation op touches.
+	Key(op int) int
+	// Part returns key's part of state s: two states with equal parts for
+	// a key are the same to that key's operations.
+	Part(s State, key int) uint64
+}
+
 // Describer is implemented by a Spec that can render states and operations
 // for failure reports and the HTML page.
 type Describer interface {

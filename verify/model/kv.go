@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
@@ -100,8 +101,12 @@ func (s *kvSpec) DescribeOp(i int) string {
 }
 
 func (m kvModel) Compile(ops []history.Op, opt Options) ([]linear.Partition, error) {
-	var parts []linear.Partition
-	index := map[string]int{}
+	type keyed struct {
+		key history.Value
+		op  kvOp
+		id  int
+	}
+	var all []keyed
 	for id := range ops {
 		o := &ops[id]
 		if o.Type == history.Fail {
@@ -145,16 +150,90 @@ func (m kvModel) Compile(ops []history.Op, opt Options) ([]linear.Partition, err
 		default:
 			return nil, unknownF(o, m.Name(), "get", "put", "append")
 		}
-		k := history.Key(key)
-		pi, seen := index[k]
+		all = append(all, keyed{key, ko, id})
+	}
+	if opt.Unpartitioned {
+		spec := &kvWholeSpec{vecs: newVectors()}
+		var part []linear.Op
+		index := map[string]int{}
+		for _, k := range all {
+			ks := history.Key(k.key)
+			ki, seen := index[ks]
+			if !seen {
+				ki = len(spec.keys)
+				index[ks] = ki
+				spec.keys = append(spec.keys, newKVSpec(k.key))
+			}
+			spec.ops = append(spec.ops, kvWholeOp{key: ki, op: len(spec.keys[ki].ops)})
+			spec.keys[ki].ops = append(spec.keys[ki].ops, k.op)
+			part = append(part, interval(&ops[k.id], k.id))
+		}
+		return []linear.Partition{{Ops: part, Spec: spec}}, nil
+	}
+	var parts []linear.Partition
+	index := map[string]int{}
+	for _, k := range all {
+		ks := history.Key(k.key)
+		pi, seen := index[ks]
 		if !seen {
 			pi = len(parts)
-			index[k] = pi
-			parts = append(parts, linear.Partition{Label: "key " + history.Show(key), Spec: newKVSpec(key)})
+			index[ks] = pi
+			parts = append(parts, linear.Partition{Label: "key " + history.Show(k.key), Spec: newKVSpec(k.key)})
 		}
 		spec := parts[pi].Spec.(*kvSpec)
-		spec.ops = append(spec.ops, ko)
-		parts[pi].Ops = append(parts[pi].Ops, interval(o, id))
+		spec.ops = append(spec.ops, k.op)
+		parts[pi].Ops = append(parts[pi].Ops, interval(&ops[k.id], k.id))
 	}
 	return parts, nil
+}
+
+// kvWholeSpec is the key-value store as one object: its state is the whole
+// map, the interned list of every key's string. It tells the checker which
+// key each operation touches (linear.Keyed), so that the search can use
+// their independence without splitting the history.
+type kvWholeSpec struct {
+	keys []*kvSpec // per key: its strings and its operations
+	ops  []kvWholeOp
+	vecs *vectors
+	buf  []uint32
+}
+
+type kvWholeOp struct{ key, op int }
+
+func (s *kvWholeSpec) Init() linear.State { return s.vecs.id(make([]uint32, len(s.keys))) }
+
+func (s *kvWholeSpec) Step(st linear.State, i int) (linear.State, bool) {
+	o := s.ops[i]
+	cur := s.vecs.get(st)
+	next, ok := s.keys[o.key].Step(linear.State(cur[o.key]), o.op)
+	if !ok || next == linear.State(cur[o.key]) {
+		return st, ok
+	}
+	s.buf = append(s.buf[:0], cur...)
+	s.buf[o.key] = uint32(next)
+	return s.vecs.id(s.buf), true
+}
+
+func (s *kvWholeSpec) Neutral(i int) bool { o := s.ops[i]; return s.keys[o.key].Neutral(o.op) }
+
+func (s *kvWholeSpec) Key(i int) int { return s.ops[i].key }
+
+func (s *kvWholeSpec) Part(st linear.State, key int) uint64 { return uint64(s.vecs.get(st)[key]) }
+
+func (s *kvWholeSpec) DescribeState(st linear.State) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for k, id := range s.vecs.get(st) {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %q", history.Show(s.keys[k].key), s.keys[k].strs[id])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func (s *kvWholeSpec) DescribeOp(i int) string {
+	o := s.ops[i]
+	return history.Show(s.keys[o.key].key) + ": " + s.keys[o.key].DescribeOp(o.op)
 }

@@ -27,6 +27,12 @@ type Options struct {
 	// failed operation is removed: it certainly did not happen, and it
 	// tells nothing about the state.
 	FailedCASObserved bool
+	// Unpartitioned checks a model that would split the history into
+	// independent parts (kv, multi-register) as one object with one state.
+	// kv still tells the checker which key each operation touches, so the
+	// search reduces by independence instead; this is how the checker is
+	// measured against Porcupine on histories it cannot split.
+	Unpartitioned bool
 }
 
 // OptionsFor returns the semantics of the tool that writes a format:

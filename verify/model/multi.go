@@ -172,6 +172,9 @@ func (m multiRegisterModel) Compile(ops []history.Op, opt Options) ([]linear.Par
 		for _, rm := range t.micros[min(1, len(t.micros)):] {
 			uf.union(t.micros[0].key, rm.key)
 		}
+		if opt.Unpartitioned && len(t.micros) > 0 && len(txns) > 0 && len(txns[0].micros) > 0 {
+			uf.union(txns[0].micros[0].key, t.micros[0].key)
+		}
 		txns = append(txns, t)
 	}
 	// One partition per component of keys, in order of first appearance.
