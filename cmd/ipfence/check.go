@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/lincheck"
@@ -66,18 +68,22 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	exit := exitValid
 	sawInvalid, sawUnknown := false, false
 	for _, file := range files {
+		start := time.Now()
 		h, err := history.ReadFile(file, format)
 		if err != nil {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", err)
 			exit = exitError
 			continue
 		}
+		slog.Debug("read history", "file", file, "format", h.Format, "events", len(h.Events), "took", time.Since(start))
 		r, err := lincheck.Check(context.Background(), file, h, opt)
 		if err != nil {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", err)
 			exit = exitError
 			continue
 		}
+		slog.Debug("checked", "file", file, "valid", r.Valid, "reason", r.Reason, "ops", r.Ops,
+			"partitions", r.Partitions, "configs", r.Configs, "took", time.Duration(r.CheckNS))
 		if *asJSON {
 			b, err := json.Marshal(r)
 			if err != nil {

@@ -89,6 +89,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"bad flag", []string{"check", "--frobnicate", valid}, 3, nil, []string{"flag provided but not defined: -frobnicate"}},
 		{"bad log level", []string{"check", "--log-level", "loud", valid}, 3, nil, []string{`--log-level: "loud" is not one of`}},
 		{"model mismatch", []string{"check", "--model", "mutex", valid}, 3, nil, []string{`model mutex has no operation "write" (valid: acquire, release)`}},
+		{"debug logs", []string{"check", "--log-level", "debug", valid}, 0, []string{"linearizable"}, []string{`msg="read history"`, "format=jsonl events=4", "msg=checked", "configs="}},
 		{"help", []string{"check", "--help"}, 0, nil, []string{"Usage: ipfence check", "--model", "--timeout", "--json", "--html"}},
 		{"top-level help", []string{"help"}, 0, []string{"check", "linearizability"}, nil},
 		{"unknown command", []string{"frob"}, 3, nil, []string{`unknown command "frob"`}},

@@ -58,22 +58,27 @@ func Corpus(t testing.TB) string {
 // requires, such as github.com/anishathalye/porcupine.
 func ModuleDir(t testing.TB, module string) string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = RepoRoot(t)
-	out, err := cmd.Output()
-	dir := strings.TrimSpace(string(out))
-	if err != nil || dir == "" {
+	root := RepoRoot(t)
+	list := func() string {
+		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	dir := list()
+	if dir == "" {
+		// Not downloaded yet: the module is required, so fetch it.
 		cmd := exec.Command("go", "mod", "download", module)
-		cmd.Dir = RepoRoot(t)
-		if err := cmd.Run(); err == nil {
-			again := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-			again.Dir = cmd.Dir
-			out, err = again.Output()
-			dir = strings.TrimSpace(string(out))
+		cmd.Dir = root
+		if cmd.Run() == nil {
+			dir = list()
 		}
-		if err != nil || dir == "" {
-			Missing(t, "module %s in the Go module cache (go mod download %s)", module, module)
-		}
+	}
+	if dir == "" {
+		Missing(t, "module %s in the Go module cache (go mod download %s)", module, module)
 	}
 	return dir
 }

@@ -31,6 +31,8 @@ func Normalize(v any) (Value, error) {
 		return x, nil
 	case float32:
 		return Normalize(float64(x))
+	case json.Number:
+		return numberValue(string(x))
 	case int:
 		return int64(x), nil
 	case int8:
@@ -281,38 +283,7 @@ func decodeJSONValue(b []byte) (Value, error) {
 	if err := d.Decode(&raw); err != nil {
 		return nil, err
 	}
-	return fromJSON(raw)
-}
-
-// fromJSON converts encoding/json's generic tree (with UseNumber) to a Value.
-func fromJSON(raw any) (Value, error) {
-	switch x := raw.(type) {
-	case nil, bool, string:
-		return x, nil
-	case json.Number:
-		return numberValue(string(x))
-	case []any:
-		out := make([]Value, len(x))
-		for i, e := range x {
-			v, err := fromJSON(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
-		}
-		return out, nil
-	case map[string]any:
-		out := make(map[string]Value, len(x))
-		for k, e := range x {
-			v, err := fromJSON(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = v
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unexpected JSON value of type %T", raw)
+	return Normalize(raw)
 }
 
 // numberValue reads a JSON number: int64 when it is an integer literal that

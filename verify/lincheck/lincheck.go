@@ -41,7 +41,11 @@ type Report struct {
 	// Partitions is the number of independent parts checked.
 	Partitions int `json:"partitions"`
 	// CheckNS is the time spent compiling and searching, parsing excluded.
-	CheckNS int64    `json:"check_ns"`
+	CheckNS int64 `json:"check_ns"`
+	// Configs is the number of configurations the search visited, over
+	// all partitions: a measure of the work that does not depend on the
+	// machine.
+	Configs int      `json:"configs"`
 	Failure *Failure `json:"failure,omitempty"`
 
 	history *history.History
@@ -121,6 +125,9 @@ func Check(ctx context.Context, file string, h *history.History, opt Options) (*
 		File: file, Model: opt.Model.Name(), Valid: res.Valid, Reason: res.Reason,
 		Ops: len(ops), Partitions: len(parts), CheckNS: elapsed.Nanoseconds(),
 		history: h, ops: ops, parts: parts, result: res,
+	}
+	for _, p := range res.Partitions {
+		r.Configs += p.Visited
 	}
 	if i := res.FirstFailure(); i >= 0 {
 		r.Failure = r.failure(i)

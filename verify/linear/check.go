@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Verdict is a checker's answer: true, false or unknown.
@@ -101,6 +102,8 @@ type PartitionResult struct {
 	Reason string
 	// Ops is the number of operations in the partition.
 	Ops int
+	// Visited is the number of configurations the search visited.
+	Visited int
 	// Linearization is a complete linearization when Valid is True, in
 	// partition operation indices; pending operations that never took effect
 	// are absent.
@@ -179,10 +182,8 @@ func Check(ctx context.Context, parts []Partition, opt Options) (Result, error) 
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(parts[b].Ops), len(parts[a].Ops)) })
-	total := 0
 	for _, i := range order {
 		sch.queue = append(sch.queue, &task{i: i})
-		total += len(parts[i].Ops)
 	}
 	workers := opt.Workers
 	if workers <= 0 {
@@ -190,11 +191,22 @@ func Check(ctx context.Context, parts []Partition, opt Options) (Result, error) 
 	}
 	workers = min(workers, len(parts))
 
-	if ctx.Done() == nil && (workers == 1 || total < inlineOps) {
-		// Nothing can interrupt the search, so no goroutine is needed to
-		// return early from; and for small histories starting goroutines
-		// costs more than taking the turns in this one.
+	if ctx.Done() == nil {
+		// Nothing can interrupt the search, so this goroutine takes turns
+		// itself. Helpers start only once the check has run long enough to
+		// pay for waking them: most histories are done before that.
+		var wg sync.WaitGroup
+		start := time.Now()
+		sch.afterTurn = func() {
+			if workers > 1 && time.Since(start) > helpAfter {
+				sch.afterTurn = nil
+				for range workers - 1 {
+					wg.Go(sch.work)
+				}
+			}
+		}
 		sch.work()
+		wg.Wait()
 		res.Partitions = sch.collect(res.Partitions)
 		return finish(ctx, res, sch.budget), nil
 	}
@@ -236,6 +248,9 @@ type scheduler struct {
 	mu      sync.Mutex
 	queue   []*task
 	results []indexed
+	// afterTurn, when set, is called by the caller's own work loop after
+	// each turn (only that goroutine reads or clears it).
+	afterTurn func()
 }
 
 type indexed struct {
@@ -245,7 +260,12 @@ type indexed struct {
 
 // work takes turns until no partition is left or the check is stopped.
 func (sc *scheduler) work() {
+	hook := sc.afterTurn
 	for !sc.stop.Load() {
+		if hook != nil {
+			hook()
+			hook = sc.afterTurn
+		}
 		sc.mu.Lock()
 		if len(sc.queue) == 0 {
 			sc.mu.Unlock()
@@ -285,9 +305,9 @@ func (sc *scheduler) collect(rs []PartitionResult) []PartitionResult {
 	return rs
 }
 
-// inlineOps is the history size below which partitions are checked one
-// after another in the caller's goroutine when nothing can cancel the check.
-const inlineOps = 256
+// helpAfter is how long a check that nothing can cancel runs in the
+// caller's goroutine alone before helpers join it.
+const helpAfter = 2 * time.Millisecond
 
 // finish combines the partitions' verdicts and says why any is unknown.
 func finish(ctx context.Context, res Result, b *budget) Result {
@@ -323,7 +343,7 @@ func finish(ctx context.Context, res Result, b *budget) Result {
 
 // result turns a final outcome into the partition's result.
 func (s *search) result(out outcome) PartitionResult {
-	r := PartitionResult{Label: s.label, Ops: s.ops, Failed: -1}
+	r := PartitionResult{Label: s.label, Ops: s.ops, Failed: -1, Visited: s.seen.n}
 	switch out {
 	case found:
 		r.Valid = True

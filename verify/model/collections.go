@@ -2,7 +2,6 @@ package model
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
@@ -99,13 +98,7 @@ func (s *setSpec) Neutral(i int) bool { return !s.ops[i].add }
 
 func (s *setSpec) DescribeState(st linear.State) string { return s.show(s.vecs.get(st)) }
 
-func (s *setSpec) show(ids []uint32) string {
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = s.vals.show(id)
-	}
-	return "#{" + strings.Join(parts, " ") + "}"
-}
+func (s *setSpec) show(ids []uint32) string { return "#{" + s.vals.showAll(ids) + "}" }
 
 func (s *setSpec) DescribeOp(i int) string {
 	o := &s.ops[i]
@@ -196,12 +189,7 @@ func (s *queueSpec) Step(st linear.State, i int) (linear.State, bool) {
 }
 
 func (s *queueSpec) DescribeState(st linear.State) string {
-	ids := s.vecs.get(st)
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = s.vals.show(id)
-	}
-	return "[" + strings.Join(parts, " ") + "]"
+	return "[" + s.vals.showAll(s.vecs.get(st)) + "]"
 }
 
 func (s *queueSpec) DescribeOp(i int) string {

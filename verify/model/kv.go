@@ -31,6 +31,8 @@ const (
 type kvOp struct {
 	kind kvKind
 	val  string
+	// id is a put's state id, interned when the op is added.
+	id linear.State
 }
 
 // kvSpec is one key; its state is an interned string.
@@ -39,9 +41,18 @@ type kvSpec struct {
 	ops  []kvOp
 	strs []string
 	ids  map[string]linear.State
-	// memo caches append results: appending makes new strings, and the
-	// search applies the same append to the same state many times.
-	memo map[[2]uint64]linear.State
+	// memo caches append results by state and op: appending makes new
+	// strings, and the search applies the same append to the same state
+	// many times.
+	memo map[uint64]linear.State
+}
+
+// add appends an operation to the key's list.
+func (s *kvSpec) add(o kvOp) {
+	if o.kind == kvPut {
+		o.id = s.intern(o.val)
+	}
+	s.ops = append(s.ops, o)
 }
 
 func newKVSpec(key history.Value) *kvSpec {
@@ -68,15 +79,15 @@ func (s *kvSpec) Step(st linear.State, i int) (linear.State, bool) {
 	case kvGetAny:
 		return st, true
 	case kvPut:
-		return s.intern(o.val), true
+		return o.id, true
 	default:
-		k := [2]uint64{st, uint64(i)}
+		k := st<<32 | uint64(i)
 		if n, ok := s.memo[k]; ok {
 			return n, true
 		}
 		n := s.intern(s.strs[st] + o.val)
 		if s.memo == nil {
-			s.memo = map[[2]uint64]linear.State{}
+			s.memo = map[uint64]linear.State{}
 		}
 		s.memo[k] = n
 		return n, true
@@ -101,12 +112,14 @@ func (s *kvSpec) DescribeOp(i int) string {
 }
 
 func (m kvModel) Compile(ops []history.Op, opt Options) ([]linear.Partition, error) {
-	type keyed struct {
-		key history.Value
-		op  kvOp
-		id  int
-	}
-	var all []keyed
+	// One spec per key, in order of first appearance; with Unpartitioned
+	// they become the parts of one whole-map spec.
+	var specs []*kvSpec
+	var parts []linear.Partition
+	strKeys := map[string]int{}
+	otherKeys := map[string]int{}
+	whole := &kvWholeSpec{vecs: newVectors()}
+	var wholeOps []linear.Op
 	for id := range ops {
 		o := &ops[id]
 		if o.Type == history.Fail {
@@ -116,75 +129,72 @@ func (m kvModel) Compile(ops []history.Op, opt Options) ([]linear.Partition, err
 		if !ok {
 			return nil, opErr(o, "kv value must be [key value], found %s", history.Show(o.Input))
 		}
-		var ko kvOp
-		switch o.F {
-		case "get":
-			ko.kind = kvGet
-			var res history.Value
-			if o.Type == history.OK {
-				_, res, ok = pair(o.Output)
-				if !ok {
-					return nil, opErr(o, "get result must be [key value], found %s", history.Show(o.Output))
-				}
-			}
-			switch r := res.(type) {
-			case nil:
-				if o.Type == history.OK && !opt.NilReadsAny {
-					return nil, opErr(o, "get returned nil; the kv model reads a missing key as \"\"")
-				}
-				ko.kind = kvGetAny
-			case string:
-				ko.val = r
-			default:
-				return nil, opErr(o, "get result must be a string, found %s", history.Show(res))
-			}
-		case "put", "append":
-			s, isStr := arg.(string)
-			if !isStr {
-				return nil, opErr(o, "%s value must be a string, found %s", o.F, history.Show(arg))
-			}
-			ko = kvOp{kind: kvPut, val: s}
-			if o.F == "append" {
-				ko.kind = kvAppend
-			}
-		default:
-			return nil, unknownF(o, m.Name(), "get", "put", "append")
+		ko, err := kvOpOf(o, m.Name(), arg, opt)
+		if err != nil {
+			return nil, err
 		}
-		all = append(all, keyed{key, ko, id})
+		index, ks := otherKeys, ""
+		if k, isStr := key.(string); isStr {
+			index, ks = strKeys, k
+		} else {
+			ks = history.Key(key)
+		}
+		ki, seen := index[ks]
+		if !seen {
+			ki = len(specs)
+			index[ks] = ki
+			specs = append(specs, newKVSpec(key))
+			if !opt.Unpartitioned {
+				parts = append(parts, linear.Partition{Label: "key " + history.Show(key), Spec: specs[ki]})
+			}
+		}
+		if opt.Unpartitioned {
+			whole.ops = append(whole.ops, kvWholeOp{key: ki, op: len(specs[ki].ops)})
+			wholeOps = append(wholeOps, interval(o, id))
+		} else {
+			parts[ki].Ops = append(parts[ki].Ops, interval(o, id))
+		}
+		specs[ki].add(ko)
 	}
 	if opt.Unpartitioned {
-		spec := &kvWholeSpec{vecs: newVectors()}
-		var part []linear.Op
-		index := map[string]int{}
-		for _, k := range all {
-			ks := history.Key(k.key)
-			ki, seen := index[ks]
-			if !seen {
-				ki = len(spec.keys)
-				index[ks] = ki
-				spec.keys = append(spec.keys, newKVSpec(k.key))
-			}
-			spec.ops = append(spec.ops, kvWholeOp{key: ki, op: len(spec.keys[ki].ops)})
-			spec.keys[ki].ops = append(spec.keys[ki].ops, k.op)
-			part = append(part, interval(&ops[k.id], k.id))
-		}
-		return []linear.Partition{{Ops: part, Spec: spec}}, nil
-	}
-	var parts []linear.Partition
-	index := map[string]int{}
-	for _, k := range all {
-		ks := history.Key(k.key)
-		pi, seen := index[ks]
-		if !seen {
-			pi = len(parts)
-			index[ks] = pi
-			parts = append(parts, linear.Partition{Label: "key " + history.Show(k.key), Spec: newKVSpec(k.key)})
-		}
-		spec := parts[pi].Spec.(*kvSpec)
-		spec.ops = append(spec.ops, k.op)
-		parts[pi].Ops = append(parts[pi].Ops, interval(&ops[k.id], k.id))
+		whole.keys = specs
+		return []linear.Partition{{Ops: wholeOps, Spec: whole}}, nil
 	}
 	return parts, nil
+}
+
+// kvOpOf reads one operation's function, argument and result.
+func kvOpOf(o *history.Op, model string, arg history.Value, opt Options) (kvOp, error) {
+	switch o.F {
+	case "get":
+		var res history.Value
+		if o.Type == history.OK {
+			var ok bool
+			if _, res, ok = pair(o.Output); !ok {
+				return kvOp{}, opErr(o, "get result must be [key value], found %s", history.Show(o.Output))
+			}
+		}
+		switch r := res.(type) {
+		case nil:
+			if o.Type == history.OK && !opt.NilReadsAny {
+				return kvOp{}, opErr(o, "get returned nil; the kv model reads a missing key as \"\"")
+			}
+			return kvOp{kind: kvGetAny}, nil
+		case string:
+			return kvOp{kind: kvGet, val: r}, nil
+		}
+		return kvOp{}, opErr(o, "get result must be a string, found %s", history.Show(res))
+	case "put", "append":
+		s, isStr := arg.(string)
+		if !isStr {
+			return kvOp{}, opErr(o, "%s value must be a string, found %s", o.F, history.Show(arg))
+		}
+		if o.F == "append" {
+			return kvOp{kind: kvAppend, val: s}, nil
+		}
+		return kvOp{kind: kvPut, val: s}, nil
+	}
+	return kvOp{}, unknownF(o, model, "get", "put", "append")
 }
 
 // kvWholeSpec is the key-value store as one object: its state is the whole

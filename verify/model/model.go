@@ -159,6 +159,15 @@ func (v *values) id(x history.Value) uint32 {
 
 func (v *values) show(id uint32) string { return history.Show(v.vals[id]) }
 
+// showAll renders a list of ids separated by spaces.
+func (v *values) showAll(ids []uint32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = v.show(id)
+	}
+	return strings.Join(parts, " ")
+}
+
 // vectors interns sequences of value ids as States.
 type vectors struct {
 	ids  map[string]linear.State

@@ -224,9 +224,8 @@ func TestOptionsFor(t *testing.T) {
 // reference is an independent, direct statement of a model's semantics over
 // history values, for the brute-force comparison below.
 type reference struct {
-	init  func() any
-	step  func(state any, o *history.Op) (any, bool)
-	equal func(a, b any) bool
+	init func() any
+	step func(state any, o *history.Op) (any, bool)
 }
 
 var references = map[string]reference{
