@@ -3,3 +3,9 @@ module github.com/ipfence/ipfence
 go 1.26
 
 require github.com/anishathalye/porcupine v1.3.1
+
+require (
+	go.etcd.io/bbolt v1.5.0 // indirect
+	golang.org/x/sys v0.45.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
+)

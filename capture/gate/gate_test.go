@@ -1,0 +1,42 @@
+package gate
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/ipfence/ipfence/capture"
+)
+
+func TestCheck(t *testing.T) {
+	k := capture.Key{Pool: "web", Address: netip.MustParseAddr("10.0.0.1"), Domain: "d"}
+	act := func(kind capture.Kind, holder string, e capture.Epoch) *capture.Action {
+		a := capture.NewAction(kind, k, "aws", "eni-x", holder, e, nil)
+		return &a
+	}
+	cur := capture.EpochRecord{Epoch: 5, Holder: "b"}
+	cases := []struct {
+		a     *capture.Action
+		known bool
+		want  string
+	}{
+		{act(capture.Assign, "b", 5), true, ""},
+		{act(capture.EnableForwarding, "b", 5), true, ""},
+		{act(capture.Unassign, "a", 5), true, ""},
+		{act(capture.DisableForwarding, "a", 5), true, ""},
+		{act(capture.ProxyARPStop, "a", 5), true, ""},
+		{act(capture.Assign, "b", 4), true, "epoch 4 is not the current epoch 5"},
+		{act(capture.Unassign, "a", 6), true, "epoch 6 is not the current epoch 5"},
+		{act(capture.Assign, "a", 5), true, "acquire for a, but the holder at epoch 5 is b"},
+		{act(capture.ProxyARPStart, "a", 5), true, "acquire for a, but the holder at epoch 5 is b"},
+		{act(capture.Unassign, "b", 5), true, "release by b, which is the holder again at epoch 5"},
+		{act(capture.Assign, "b", 5), false, "no epoch is recorded for web/10.0.0.1@d"},
+	}
+	for _, c := range cases {
+		if got := Check(c.a, cur, c.known); got != c.want {
+			t.Errorf("%s: %q, want %q", c.a, got, c.want)
+		}
+	}
+	if got := Check(act(capture.Assign, "a", 2), capture.EpochRecord{Epoch: 2}, true); got != "acquire for a, but the holder at epoch 2 is nobody" {
+		t.Errorf("no holder: %q", got)
+	}
+}

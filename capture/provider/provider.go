@@ -1,0 +1,100 @@
+// Package provider is the contract between ipfence and whatever carries a
+// capture: a cloud API that places secondary private IPs on NICs (AWS, Azure,
+// OCI, or ipfence's simulator), or the kernel's proxy-ARP on premises.
+//
+// The semantics every implementation must keep, checked by the suite in
+// providertest: an address is on at most one NIC; assigning an address that
+// is on another NIC fails with ErrAssignedElsewhere unless reassignment is
+// allowed, and then it moves atomically (never on two NICs, never on none in
+// between); unassigning is NIC-scoped, so unassigning an address from a NIC
+// that does not hold it changes nothing; repeating a call is harmless; a new
+// NIC does not forward (cloud NICs start with the source/dest check on).
+//
+// A successful call may become visible later (AWS remaps asynchronously):
+// callers that need to know where an address is must Describe it, and the
+// contract suite runs against providers constructed without such a delay.
+package provider
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/ipfence/ipfence/capture"
+)
+
+// Errors a provider reports; test them with errors.Is.
+var (
+	// ErrAssignedElsewhere: the address is on another NIC and reassignment
+	// was not allowed.
+	ErrAssignedElsewhere = errors.New("address is assigned to another NIC")
+	// ErrUnknownNIC: the NIC does not exist.
+	ErrUnknownNIC = errors.New("unknown NIC")
+	// ErrThrottled: the provider refused the call for now; retry later.
+	ErrThrottled = errors.New("request throttled")
+	// ErrUnavailable: the provider could not be reached or failed
+	// internally; the call may or may not have taken effect.
+	ErrUnavailable = errors.New("provider unavailable")
+)
+
+// Request identifies a mutation and the fencing token it was issued under.
+// Providers that record mutations keep the epoch and idempotency key, so
+// that a checker can tell a stale action from a current one.
+type Request struct {
+	NIC     string
+	Address netip.Addr
+	// Epoch and IdempotencyKey come from the action; zero for calls made
+	// outside the journal (tests, the operator).
+	Epoch          capture.Epoch
+	IdempotencyKey string
+}
+
+// Observation is what a provider reports about an address.
+type Observation struct {
+	Address netip.Addr
+	// NIC holds the address; empty when no NIC does.
+	NIC string
+	// Forwarding is whether that NIC forwards traffic not addressed to it
+	// (AWS source/dest check off, Azure IP forwarding on); false when no
+	// NIC holds the address.
+	Forwarding bool
+}
+
+// Provider carries captures.
+type Provider interface {
+	// Assign puts the address on the NIC. If it is on another NIC,
+	// Assign fails with ErrAssignedElsewhere unless reassign is true, in
+	// which case the address moves atomically.
+	Assign(ctx context.Context, req Request, reassign bool) error
+	// Unassign takes the address off the NIC; if the NIC does not hold it,
+	// nothing changes and Unassign succeeds.
+	Unassign(ctx context.Context, req Request) error
+	// SetForwarding turns forwarding on the NIC on or off; the request's
+	// Address is informational.
+	SetForwarding(ctx context.Context, req Request, enabled bool) error
+	// Describe reports where the address is.
+	Describe(ctx context.Context, addr netip.Addr) (Observation, error)
+}
+
+// Mutation is one change a provider applied, as a checker reads it.
+type Mutation struct {
+	// Time is when the change was applied (became visible).
+	Time time.Time
+	// Call is the action kind that caused it.
+	Call           capture.Kind
+	NIC            string
+	Address        netip.Addr
+	Epoch          capture.Epoch
+	IdempotencyKey string
+	// From is the NIC the address left, for an assign that moved it.
+	From string `json:",omitempty"`
+	// Enabled is the forwarding setting, for forwarding calls.
+	Enabled bool `json:",omitempty"`
+}
+
+// Recorder is implemented by providers that keep the authoritative history
+// of the mutations they applied (the in-memory provider, the simulator).
+type Recorder interface {
+	Mutations() []Mutation
+}
