@@ -341,6 +341,15 @@ func (r *rowTx) get(key string) (capture.Row, bool, error) {
 	return row, true, nil
 }
 
+// mustGet is get for a row that must exist.
+func (r *rowTx) mustGet(key string) (capture.Row, error) {
+	row, ok, err := r.get(key)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return row, err
+}
+
 // put writes a row whose state may have changed from old ("" for a new
 // row), moving it between index buckets.
 func (r *rowTx) put(row *capture.Row, old capture.State) error {
@@ -546,7 +555,7 @@ func (s *Store) AutoApprove(p policy.Policy) ([]string, error) {
 
 // Approve approves a pending row on an operator's word.
 func (s *Store) Approve(key, by string) error {
-	return s.decide(key, by, capture.Approved, "")
+	return s.decide(key, by, capture.Approved, "", 0)
 }
 
 // Reject skips a pending or approved row on an operator's word.
@@ -554,15 +563,13 @@ func (s *Store) Reject(key, by string, now time.Time) error {
 	return s.decide(key, by, capture.Skipped, fmt.Sprintf("rejected by %s", by), now.UnixNano())
 }
 
-func (s *Store) decide(key, by string, to capture.State, reason string, at ...int64) error {
+// decide moves a row on an operator's word; at is the time of a rejection.
+func (s *Store) decide(key, by string, to capture.State, reason string, at int64) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		r := newRowTx(tx)
-		row, ok, err := r.get(key)
+		row, err := r.mustGet(key)
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
 		old := row.State
 		if old != capture.Pending && !(to == capture.Skipped && old == capture.Approved) {
@@ -572,10 +579,7 @@ func (s *Store) decide(key, by string, to capture.State, reason string, at ...in
 		if to == capture.Approved {
 			row.ApprovedBy = by
 		} else {
-			row.Reason = reason
-			if len(at) > 0 {
-				row.DoneAt = at[0]
-			}
+			row.Reason, row.DoneAt = reason, at
 		}
 		return r.put(&row, old)
 	})
@@ -599,14 +603,9 @@ func (s *Store) Claim(key string, now time.Time) (capture.Row, error) {
 	var stale string
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		r := newRowTx(tx)
-		var ok bool
 		var err error
-		row, ok, err = r.get(key)
-		if err != nil {
+		if row, err = r.mustGet(key); err != nil {
 			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
 		if row.State != capture.Approved {
 			return fmt.Errorf("row %s is %s, not approved", key, row.State)
@@ -673,12 +672,9 @@ type Outcome struct {
 func (s *Store) Complete(key string, out Outcome, now time.Time) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		r := newRowTx(tx)
-		row, ok, err := r.get(key)
+		row, err := r.mustGet(key)
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
 		if row.State != capture.Running {
 			return fmt.Errorf("row %s is %s, not running", key, row.State)
@@ -752,13 +748,8 @@ func (s *Store) Requeue(now time.Time, timeout time.Duration) ([]string, error) 
 // Row returns one journal row.
 func (s *Store) Row(key string) (capture.Row, error) {
 	var row capture.Row
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var ok bool
-		var err error
-		row, ok, err = newRowTx(tx).get(key)
-		if err == nil && !ok {
-			err = fmt.Errorf("%w: %s", ErrNotFound, key)
-		}
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		row, err = newRowTx(tx).mustGet(key)
 		return err
 	})
 	return row, err
