@@ -30,6 +30,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"check", "check histories for linearizability against a model", runCheck},
+		{"cloudsim", "run a cloud simulator that speaks the EC2 API", runCloudsim},
 	}
 }
 

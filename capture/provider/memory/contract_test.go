@@ -3,7 +3,9 @@ package memory_test
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/memory"
 	"github.com/ipfence/ipfence/capture/provider/providertest"
@@ -40,4 +42,31 @@ func (c recordingClient) Mutations() []provider.Mutation {
 		c.t.Fatalf("Mutations over HTTP: %v", err)
 	}
 	return ms
+}
+
+// memoryFaults breaks a memory provider through its own hooks.
+type memoryFaults struct{ p *memory.Provider }
+
+func (f memoryFaults) FailMutations(err error) {
+	f.p.SetFail(func(call capture.Kind, _ provider.Request) error {
+		if call == memory.DescribeCall {
+			return nil
+		}
+		return err
+	})
+}
+
+func (f memoryFaults) SetDelay(d time.Duration) { f.p.SetDelay(d) }
+
+func (f memoryFaults) Heal() {
+	f.p.SetFail(nil)
+	f.p.SetDelay(0)
+	f.p.Flush()
+}
+
+func TestContractFaults(t *testing.T) {
+	providertest.RunFaults(t, func(t *testing.T, nics []string) (provider.Provider, providertest.Faults) {
+		p := memory.New(memory.Options{NICs: nics})
+		return p, memoryFaults{p}
+	})
 }

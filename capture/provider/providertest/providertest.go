@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider"
@@ -374,10 +375,12 @@ func testConcurrentReassign(t *testing.T, s *suite) {
 					return
 				}
 				observed.Add(1)
+				// A short pause: against a remote provider, observers in
+				// a tight loop would starve the movers.
 				select {
 				case <-stop:
 					return
-				default:
+				case <-time.After(time.Millisecond):
 				}
 			}
 		})

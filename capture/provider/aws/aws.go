@@ -1,0 +1,259 @@
+// Package aws is the provider driver for Amazon EC2: secondary private IPs
+// on ENIs, and the source/dest check as forwarding. It speaks through the
+// real SDK (aws-sdk-go-v2), with credentials and region from the standard
+// chain (an instance profile in production) and an endpoint override for
+// ipfence's simulator.
+//
+// Fencing rules: an acquire is never retried by the SDK, because a delayed
+// retry of an old acquire could take the address back from a newer holder;
+// reads are retried with backoff; after an acquire the driver describes the
+// address until it is visible on the NIC or a deadline passes, since EC2
+// remaps asynchronously. The epoch and idempotency key travel in the
+// X-Ipfence-Epoch and X-Ipfence-Idempotency-Key headers: EC2 ignores them,
+// the simulator records them.
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/ipfence/ipfence/capture/provider"
+)
+
+// Header names carrying the fencing token to the simulator, and the
+// address a forwarding change is made for (EC2's call names only the NIC).
+const (
+	HeaderEpoch          = "X-Ipfence-Epoch"
+	HeaderIdempotencyKey = "X-Ipfence-Idempotency-Key"
+	HeaderAddress        = "X-Ipfence-Address"
+)
+
+// Options configure a driver.
+type Options struct {
+	// Region is the EC2 region; empty means the standard chain's.
+	Region string
+	// Endpoint overrides EC2's endpoint, such as the simulator's URL.
+	Endpoint string
+	// Credentials override the standard chain (tests use static ones).
+	Credentials awssdk.CredentialsProvider
+	// VisibleTimeout bounds the wait for an acquire to become visible;
+	// 0 means 10 seconds.
+	VisibleTimeout time.Duration
+	// PollInterval is the pause between looks; 0 means 100 ms.
+	PollInterval time.Duration
+	// ReadAttempts is how many times a read is tried; 0 means 5.
+	ReadAttempts int
+	// MaxBackoff caps the pause between read attempts; 0 means 2 seconds.
+	MaxBackoff time.Duration
+}
+
+// Driver is an EC2 provider.
+type Driver struct {
+	client *ec2.Client
+	opts   Options
+}
+
+// New builds a driver.
+func New(ctx context.Context, o Options) (*Driver, error) {
+	if o.VisibleTimeout == 0 {
+		o.VisibleTimeout = 10 * time.Second
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 100 * time.Millisecond
+	}
+	if o.ReadAttempts == 0 {
+		o.ReadAttempts = 5
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 2 * time.Second
+	}
+	var loads []func(*config.LoadOptions) error
+	if o.Region != "" {
+		loads = append(loads, config.WithRegion(o.Region))
+	}
+	if o.Credentials != nil {
+		loads = append(loads, config.WithCredentialsProvider(o.Credentials))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loads...)
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	client := ec2.NewFromConfig(cfg, func(eo *ec2.Options) {
+		if o.Endpoint != "" {
+			eo.BaseEndpoint = awssdk.String(o.Endpoint)
+		}
+		eo.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = o.ReadAttempts
+			so.MaxBackoff = o.MaxBackoff
+		})
+	})
+	return &Driver{client: client, opts: o}, nil
+}
+
+// mutation makes a call that is tried once and carries the fencing token.
+func mutation(req provider.Request) func(*ec2.Options) {
+	return func(eo *ec2.Options) {
+		eo.RetryMaxAttempts = 1
+		eo.APIOptions = append(eo.APIOptions,
+			smithyhttp.SetHeaderValue(HeaderEpoch, strconv.FormatUint(uint64(req.Epoch), 10)),
+			smithyhttp.SetHeaderValue(HeaderIdempotencyKey, req.IdempotencyKey))
+		if req.Address.IsValid() {
+			eo.APIOptions = append(eo.APIOptions, smithyhttp.SetHeaderValue(HeaderAddress, req.Address.String()))
+		}
+	}
+}
+
+// Assign puts the address on the NIC (AssignPrivateIpAddresses) and waits
+// until the change is visible or the deadline passes. It looks first, so
+// that it knows the holder before: the wait ends when the address shows on
+// this NIC, or on a NIC that is neither (another node moved it after this
+// call took effect). An acquire that is acknowledged but not yet visible at
+// the deadline is still a success: EC2 finishes it.
+func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool) error {
+	before, err := d.Describe(ctx, req.Address)
+	if err != nil {
+		return err
+	}
+	_, err = d.client.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: awssdk.String(req.NIC),
+		PrivateIpAddresses: []string{req.Address.String()},
+		AllowReassignment:  awssdk.Bool(reassign),
+	}, mutation(req))
+	if err != nil {
+		return mapError("AssignPrivateIpAddresses", err)
+	}
+	if before.NIC == req.NIC {
+		return nil
+	}
+	deadline := time.Now().Add(d.opts.VisibleTimeout)
+	for {
+		obs, err := d.Describe(ctx, req.Address)
+		if err == nil && obs.NIC != before.NIC {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d.opts.PollInterval):
+		}
+	}
+}
+
+// notAssigned is how EC2 says an unassign named an address the NIC does
+// not hold: for the contract, a release that has nothing to do.
+const notAssigned = "not assigned to interface"
+
+// Unassign takes the address off the NIC (UnassignPrivateIpAddresses).
+func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
+	_, err := d.client.UnassignPrivateIpAddresses(ctx, &ec2.UnassignPrivateIpAddressesInput{
+		NetworkInterfaceId: awssdk.String(req.NIC),
+		PrivateIpAddresses: []string{req.Address.String()},
+	}, mutation(req))
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "InvalidParameterValue" && strings.Contains(api.ErrorMessage(), notAssigned) {
+		return nil
+	}
+	if err != nil {
+		return mapError("UnassignPrivateIpAddresses", err)
+	}
+	return nil
+}
+
+// SetForwarding turns the NIC's source/dest check off (forwarding on) or on.
+func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enabled bool) error {
+	_, err := d.client.ModifyNetworkInterfaceAttribute(ctx, &ec2.ModifyNetworkInterfaceAttributeInput{
+		NetworkInterfaceId: awssdk.String(req.NIC),
+		SourceDestCheck:    &types.AttributeBooleanValue{Value: awssdk.Bool(!enabled)},
+	}, mutation(req))
+	if err != nil {
+		return mapError("ModifyNetworkInterfaceAttribute", err)
+	}
+	return nil
+}
+
+// Describe finds the NIC holding the address (DescribeNetworkInterfaces by
+// addresses.private-ip-address).
+func (d *Driver) Describe(ctx context.Context, addr netip.Addr) (provider.Observation, error) {
+	out, err := d.client.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{
+		Filters: []types.Filter{{Name: awssdk.String("addresses.private-ip-address"), Values: []string{addr.String()}}},
+	})
+	if err != nil {
+		return provider.Observation{}, mapError("DescribeNetworkInterfaces", err)
+	}
+	obs := provider.Observation{Address: addr}
+	switch len(out.NetworkInterfaces) {
+	case 0:
+		return obs, nil
+	case 1:
+	default:
+		var ids []string
+		for _, n := range out.NetworkInterfaces {
+			ids = append(ids, awssdk.ToString(n.NetworkInterfaceId))
+		}
+		return obs, fmt.Errorf("EC2 reports %s on %d NICs (%s), which it never should", addr, len(ids), strings.Join(ids, ", "))
+	}
+	n := out.NetworkInterfaces[0]
+	obs.NIC = awssdk.ToString(n.NetworkInterfaceId)
+	obs.Forwarding = !awssdk.ToBool(n.SourceDestCheck)
+	return obs, nil
+}
+
+// mapError sorts an SDK error into the contract's kinds: not found,
+// conflict, throttled and transient (unavailable) are sentinel errors; the
+// rest are permanent and keep EC2's code and message.
+func mapError(call string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		kind := error(nil)
+		switch api.ErrorCode() {
+		case "InvalidNetworkInterfaceID.NotFound", "InvalidNetworkInterfaceID.Malformed":
+			kind = provider.ErrUnknownNIC
+		case "InvalidIPAddress.InUse":
+			kind = provider.ErrAssignedElsewhere
+		case "RequestLimitExceeded", "Throttling", "ThrottlingException":
+			kind = provider.ErrThrottled
+		case "InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable":
+			kind = provider.ErrUnavailable
+		}
+		if kind == nil {
+			var re *awshttp.ResponseError
+			if errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
+				kind = provider.ErrUnavailable
+			}
+		}
+		if kind != nil {
+			return fmt.Errorf("%s: %w: %s: %s", call, kind, api.ErrorCode(), api.ErrorMessage())
+		}
+		return fmt.Errorf("%s: %s: %s", call, api.ErrorCode(), api.ErrorMessage())
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() >= 500 {
+		return fmt.Errorf("%s: %w: %v", call, provider.ErrUnavailable, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return fmt.Errorf("%s: %w: %v", call, provider.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", call, err)
+}

@@ -1,0 +1,322 @@
+package aws_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/aws"
+	"github.com/ipfence/ipfence/capture/provider/providertest"
+)
+
+// counting sits in front of the simulator: it counts calls per Action and
+// can answer some calls itself with an EC2 error, before the simulator
+// sees them.
+type counting struct {
+	next http.Handler
+	mu   sync.Mutex
+	// calls counts Query API calls by Action.
+	calls map[string]int
+	// fail answers the next n calls of an Action with this status and code.
+	fail map[string]failure
+}
+
+type failure struct {
+	n      int
+	status int
+	code   string
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	form, _ := url.ParseQuery(string(body))
+	action := form.Get("Action")
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[action]++
+	f := c.fail[action]
+	inject := f.n > 0
+	if inject {
+		f.n--
+		c.fail[action] = f
+	}
+	c.mu.Unlock()
+	if inject {
+		w.Header().Set("Content-Type", "text/xml")
+		w.WriteHeader(f.status)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>%s</Code><Message>injected by the test</Message></Error></Errors><RequestID>test</RequestID></Response>`, f.code)
+		return
+	}
+	c.next.ServeHTTP(w, r)
+}
+
+func (c *counting) setFail(action string, f failure) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fail[action] = f
+}
+
+func (c *counting) count(action string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[action]
+}
+
+// env is a simulator, the counter in front of it, and a driver on it.
+type env struct {
+	sim *cloudsim.Server
+	cnt *counting
+	srv *httptest.Server
+	drv *aws.Driver
+}
+
+func newEnv(t *testing.T, nics []string) *env {
+	t.Helper()
+	sim, err := cloudsim.New(cloudsim.Config{NICs: nics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &counting{next: sim, fail: map[string]failure{}}
+	srv := httptest.NewServer(cnt)
+	t.Cleanup(srv.Close)
+	drv, err := aws.New(t.Context(), aws.Options{
+		Region: "us-east-1", Endpoint: srv.URL,
+		Credentials:  credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		PollInterval: 10 * time.Millisecond, ReadAttempts: 3, MaxBackoff: 20 * time.Millisecond,
+		// Short: in ConcurrentReassign another mover can take the address
+		// back before this one looks, and the wait then runs to its end.
+		VisibleTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{sim: sim, cnt: cnt, srv: srv, drv: drv}
+}
+
+// recorded makes the driver a provider.Recorder through the simulator's
+// authoritative history, so the suite checks that the fencing token
+// travels in the headers.
+type recorded struct {
+	*aws.Driver
+	sim *cloudsim.Server
+}
+
+func (r recorded) Mutations() []provider.Mutation { return r.sim.Mutations() }
+
+func TestContract(t *testing.T) {
+	providertest.Run(t, func(t *testing.T, nics []string) provider.Provider {
+		e := newEnv(t, nics)
+		return recorded{e.drv, e.sim}
+	})
+}
+
+// simFaults breaks the simulator through its fault settings.
+type simFaults struct {
+	t   *testing.T
+	sim *cloudsim.Server
+}
+
+func (f simFaults) set(fs cloudsim.Faults) {
+	if err := f.sim.SetFaults(fs); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f simFaults) FailMutations(err error) {
+	code := cloudsim.CodeThrottled
+	if errors.Is(err, provider.ErrUnavailable) {
+		code = cloudsim.CodeInternal
+	}
+	rates := []cloudsim.ErrorRate{{Code: code, Rate: 1}}
+	f.set(cloudsim.Faults{Errors: map[string][]cloudsim.ErrorRate{
+		"AssignPrivateIpAddresses": rates, "UnassignPrivateIpAddresses": rates, "ModifyNetworkInterfaceAttribute": rates,
+	}})
+}
+
+func (f simFaults) SetDelay(d time.Duration) {
+	fs := f.sim.Faults()
+	fs.RemapDelay = cloudsim.Duration(d)
+	f.set(fs)
+}
+
+func (f simFaults) Heal() {
+	f.set(cloudsim.Faults{})
+	if err := f.sim.Flush(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestContractFaults(t *testing.T) {
+	providertest.RunFaults(t, func(t *testing.T, nics []string) (provider.Provider, providertest.Faults) {
+		e := newEnv(t, nics)
+		return recorded{e.drv, e.sim}, simFaults{t, e.sim}
+	})
+}
+
+var ip = netip.MustParseAddr("10.0.0.50")
+
+func req(nic string, epoch uint64) provider.Request {
+	return provider.Request{NIC: nic, Address: ip, Epoch: capture.Epoch(epoch), IdempotencyKey: fmt.Sprintf("t:%s:epoch:%d", nic, epoch)}
+}
+
+// An acquire is sent once: a delayed SDK retry of an old acquire could take
+// the address back from a newer holder.
+func TestAcquireIsNeverRetried(t *testing.T) {
+	e := newEnv(t, []string{"eni-a", "eni-b"})
+	e.cnt.setFail("AssignPrivateIpAddresses", failure{n: 1, status: 503, code: "RequestLimitExceeded"})
+	err := e.drv.Assign(t.Context(), req("eni-a", 1), true)
+	if !errors.Is(err, provider.ErrThrottled) {
+		t.Fatalf("throttled assign: %v", err)
+	}
+	if n := e.cnt.count("AssignPrivateIpAddresses"); n != 1 {
+		t.Fatalf("the assign was sent %d times, want once", n)
+	}
+	e.cnt.setFail("AssignPrivateIpAddresses", failure{n: 1, status: 500, code: "InternalError"})
+	if err := e.drv.Assign(t.Context(), req("eni-a", 2), true); !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("assign on a 500: %v", err)
+	}
+	if n := e.cnt.count("AssignPrivateIpAddresses"); n != 2 {
+		t.Fatalf("the assigns were sent %d times, want twice", n)
+	}
+	if obs, _ := e.drv.Describe(t.Context(), ip); obs.NIC != "" {
+		t.Fatalf("a refused assign took effect: %+v", obs)
+	}
+}
+
+// Reads are retried with backoff.
+func TestReadsAreRetried(t *testing.T) {
+	e := newEnv(t, []string{"eni-a"})
+	if err := e.drv.Assign(t.Context(), req("eni-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	before := e.cnt.count("DescribeNetworkInterfaces")
+	e.cnt.setFail("DescribeNetworkInterfaces", failure{n: 2, status: 503, code: "RequestLimitExceeded"})
+	obs, err := e.drv.Describe(t.Context(), ip)
+	if err != nil || obs.NIC != "eni-a" {
+		t.Fatalf("describe after two throttles: %+v %v", obs, err)
+	}
+	if n := e.cnt.count("DescribeNetworkInterfaces") - before; n != 3 {
+		t.Fatalf("describe was sent %d times, want 3", n)
+	}
+	// More failures than attempts: the error comes through, mapped.
+	e.cnt.setFail("DescribeNetworkInterfaces", failure{n: 5, status: 503, code: "RequestLimitExceeded"})
+	if _, err := e.drv.Describe(t.Context(), ip); !errors.Is(err, provider.ErrThrottled) {
+		t.Fatalf("describe throttled past its attempts: %v", err)
+	}
+}
+
+// After an acquire the driver waits until the address is visible: the
+// simulator acknowledges the move at once and shows it 300 ms later.
+func TestAssignWaitsUntilVisible(t *testing.T) {
+	e := newEnv(t, []string{"eni-a", "eni-b"})
+	if err := e.drv.Assign(t.Context(), req("eni-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.SetFaults(cloudsim.Faults{RemapDelay: cloudsim.Duration(300 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := e.drv.Assign(t.Context(), req("eni-b", 2), true); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("Assign returned after %v, before the move was visible", waited)
+	}
+	if obs, _ := e.drv.Describe(t.Context(), ip); obs.NIC != "eni-b" {
+		t.Fatalf("after Assign returned: %+v", obs)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	e := newEnv(t, []string{"eni-a", "eni-b"})
+	ctx := t.Context()
+	if err := e.drv.Assign(ctx, req("eni-zz", 1), false); !errors.Is(err, provider.ErrUnknownNIC) {
+		t.Errorf("unknown NIC: %v", err)
+	}
+	if err := e.drv.Assign(ctx, req("eni-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	err := e.drv.Assign(ctx, req("eni-b", 2), false)
+	if !errors.Is(err, provider.ErrAssignedElsewhere) {
+		t.Errorf("conflict: %v", err)
+	}
+	// An unassign from a NIC that does not hold the address is nothing to
+	// do, though EC2 calls it an error.
+	if err := e.drv.Unassign(ctx, req("eni-b", 3)); err != nil {
+		t.Errorf("unassign from the wrong NIC: %v", err)
+	}
+	// An address outside the subnet is a permanent error with EC2's words.
+	bad := provider.Request{NIC: "eni-a", Address: netip.MustParseAddr("192.168.9.9")}
+	err = e.drv.Assign(ctx, bad, false)
+	if err == nil || errors.Is(err, provider.ErrUnavailable) || errors.Is(err, provider.ErrThrottled) {
+		t.Errorf("address outside the subnet: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := e.drv.Assign(cancelled, req("eni-a", 4), false); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	e.srv.Close()
+	if _, err := e.drv.Describe(ctx, ip); !errors.Is(err, provider.ErrUnavailable) {
+		t.Errorf("server down: %v", err)
+	}
+	if err := e.drv.Unassign(ctx, req("eni-a", 5)); !errors.Is(err, provider.ErrUnavailable) {
+		t.Errorf("server down, unassign: %v", err)
+	}
+}
+
+// BenchmarkAcquireOverhead measures what the driver adds to an acquire
+// beyond the simulated latency of the call: the simulator delays every
+// AssignPrivateIpAddresses by 5 ms, and the benchmark reports the median
+// acquire time minus those 5 ms.
+func BenchmarkAcquireOverhead(b *testing.B) {
+	const latency = 5 * time.Millisecond
+	sim, err := cloudsim.New(cloudsim.Config{NICs: []string{"eni-a", "eni-b"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sim.SetFaults(cloudsim.Faults{ActionLatency: map[string]cloudsim.Duration{"AssignPrivateIpAddresses": cloudsim.Duration(latency)}}); err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	drv, err := aws.New(b.Context(), aws.Options{Region: "us-east-1", Endpoint: srv.URL,
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var times []time.Duration
+	nics := []string{"eni-a", "eni-b"}
+	i := 0
+	for b.Loop() {
+		i++
+		start := time.Now()
+		if err := drv.Assign(b.Context(), req(nics[i%2], uint64(i)), true); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+	}
+	sort.Slice(times, func(x, y int) bool { return times[x] < times[y] })
+	median := times[len(times)/2]
+	b.ReportMetric(float64(median-latency)/float64(time.Millisecond), "overhead-ms/acquire")
+	b.ReportMetric(float64(slices.Max(times))/float64(time.Millisecond), "max-ms/acquire")
+}
