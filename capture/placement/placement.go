@@ -1,7 +1,8 @@
-// Package placement decides which member should hold a pool's addresses:
-// the first of its members by (priority, node name) that is neither drained
-// nor stale. Every node computes it from the same inputs, so every node
-// agrees once it has seen the same events.
+// Package placement decides which member should hold an address: the first
+// of its pool's members by (priority, node name) that is neither drained nor
+// stale — unless the address's current holder is still eligible and nobody
+// ahead of it may preempt it (see Desired). Every node computes it from the
+// same inputs, so every node agrees once it has seen the same events.
 package placement
 
 import (
@@ -29,6 +30,7 @@ func Active(p *capture.Pool) string {
 	return p.Members[best].Node
 }
 
+// before orders members by priority, then by name.
 func before(a, b capture.Member) bool {
 	if a.Priority != b.Priority {
 		return a.Priority < b.Priority
@@ -49,16 +51,44 @@ func Ordered(p *capture.Pool) []capture.Member {
 	return out
 }
 
+// Preempt says whether member may take key from its current holder by
+// priority alone. Without it (nil), the first eligible member always wins.
+type Preempt func(key capture.Key, member string) bool
+
 // Desired maps every capture key of the pools, as seen by node, to its
-// desired holder.
-func Desired(pools []capture.Pool, node string) map[capture.Key]string {
+// desired holder. current is each key's epoch record: when its holder is
+// still eligible, it keeps the address unless an eligible member ahead of
+// it may preempt it. That is what keeps a node that failed, was replaced
+// and came back from taking its addresses back by itself (the daemon lets
+// a member preempt only after an operator's undrain that is newer than the
+// move), while a nil preempt gives plain priority placement.
+func Desired(pools []capture.Pool, node string, current map[capture.Key]capture.EpochRecord, preempt Preempt) map[capture.Key]string {
 	out := map[capture.Key]string{}
 	for i := range pools {
 		p := &pools[i]
-		holder := Active(p)
+		best := Active(p)
 		domain := p.Domain(node)
 		for _, a := range p.Addresses {
-			out[capture.Key{Pool: p.Name, Address: a, Domain: domain}] = holder
+			k := capture.Key{Pool: p.Name, Address: a, Domain: domain}
+			out[k] = best
+			if preempt == nil {
+				continue
+			}
+			cur := current[k].Holder
+			m, ok := p.Member(cur)
+			if !ok || cur == best || m.Drained || m.Stale {
+				continue
+			}
+			keep := true
+			for _, o := range p.Members {
+				if !o.Drained && !o.Stale && before(o, m) && preempt(k, o.Node) {
+					keep = false
+					break
+				}
+			}
+			if keep {
+				out[k] = cur
+			}
 		}
 	}
 	return out

@@ -33,6 +33,10 @@ type Config struct {
 	Pools func() []capture.Pool
 	// Seen returns the epoch records learned from peers; nil for none.
 	Seen func() map[capture.Key]capture.EpochRecord
+	// Preempt, when set, makes placement sticky: an address's current
+	// holder keeps it while eligible, unless a member ahead of it may
+	// preempt it (see placement.Desired). nil means plain priority.
+	Preempt placement.Preempt
 	// Providers maps provider references to drivers.
 	Providers map[string]provider.Provider
 	// Policy approves rows without an operator.
@@ -44,6 +48,9 @@ type Config struct {
 	// RunningTimeout is how long a row may stay running before it is
 	// requeued; 0 means one minute.
 	RunningTimeout time.Duration
+	// DeprovisionHold delays the approval of releases (see
+	// store.AutoApprove).
+	DeprovisionHold time.Duration
 	// Interval is the tick; 0 means five seconds.
 	Interval time.Duration
 	// Clock is the time input; nil means time.Now.
@@ -52,6 +59,10 @@ type Config struct {
 	Wake <-chan struct{}
 	// OnPass, when set, receives every pass's report.
 	OnPass func(Report, error)
+	// OnEpochs, when set, is told the keys whose epoch record the pass
+	// moved, right after it moved them and before anything is executed at
+	// the new epochs: the daemon publishes them to its peers then.
+	OnEpochs func(changed []capture.Key, epochs map[capture.Key]capture.EpochRecord)
 	// Hooks interrupt a pass at chosen points, for crash tests.
 	Hooks Hooks
 }
@@ -143,7 +154,22 @@ func (l *Loop) PassAt(ctx context.Context, now time.Time) (Report, error) {
 
 	// Placement. A key this node holds or meant to release that left the
 	// config is desired by nobody, so that it is released.
-	rep.Desired = placement.Desired(pools, l.cfg.Node)
+	var seen map[capture.Key]capture.EpochRecord
+	if l.cfg.Seen != nil {
+		seen = l.cfg.Seen()
+	}
+	// Placement sees the records the epoch reconcile is about to adopt:
+	// a peer's newer record names the holder that stickiness keeps.
+	current, err := st.Epochs()
+	if err != nil {
+		return rep, fmt.Errorf("reading epochs: %w", err)
+	}
+	for k, r := range seen {
+		if r.Epoch > current[k].Epoch {
+			current[k] = r
+		}
+	}
+	rep.Desired = placement.Desired(pools, l.cfg.Node, current, l.cfg.Preempt)
 	for k := range held {
 		if _, ok := rep.Desired[k]; !ok {
 			rep.Desired[k] = ""
@@ -154,12 +180,11 @@ func (l *Loop) PassAt(ctx context.Context, now time.Time) (Report, error) {
 			rep.Desired[m.Key] = ""
 		}
 	}
-	var seen map[capture.Key]capture.EpochRecord
-	if l.cfg.Seen != nil {
-		seen = l.cfg.Seen()
-	}
 	if rep.Epochs, rep.Changed, err = st.ReconcileEpochs(rep.Desired, seen); err != nil {
 		return rep, fmt.Errorf("reconciling epochs: %w", err)
+	}
+	if l.cfg.OnEpochs != nil && len(rep.Changed) > 0 {
+		l.cfg.OnEpochs(rep.Changed, rep.Epochs)
 	}
 
 	rep.Plan = plan.Compute(plan.Input{Node: l.cfg.Node, Pools: pools, Epochs: rep.Epochs, Held: held, Markers: markers})
@@ -180,7 +205,7 @@ func (l *Loop) PassAt(ctx context.Context, now time.Time) (Report, error) {
 	if rep.Requeued, err = st.Requeue(now, l.cfg.RunningTimeout); err != nil {
 		return rep, fmt.Errorf("requeueing running rows: %w", err)
 	}
-	if rep.Approved, err = st.AutoApprove(l.cfg.Policy); err != nil {
+	if rep.Approved, err = st.AutoApprove(l.cfg.Policy, now, l.cfg.DeprovisionHold); err != nil {
 		return rep, fmt.Errorf("approving: %w", err)
 	}
 	if l.cfg.Execute {

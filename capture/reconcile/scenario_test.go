@@ -218,7 +218,7 @@ func (w *world) run(t *testing.T, c *scenario.Case) string {
 		nd := n()
 		held, _ := nd.st.Held()
 		markers, _ := nd.st.Markers()
-		epochs, _, err := nd.st.ReconcileEpochs(placement.Desired(w.pools, nd.name), nil)
+		epochs, _, err := nd.st.ReconcileEpochs(placement.Desired(w.pools, nd.name, nil, nil), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,6 +52,9 @@ type Options struct {
 	// NoSync skips the fsync at commit. Only tests that check logic, not
 	// durability, may set it: a crash can then lose committed changes.
 	NoSync bool
+	// UnsafeDisableFence makes the gate accept every action: the planted
+	// bug the harness must catch. Never set it outside a test.
+	UnsafeDisableFence bool
 }
 
 // Store is an open state file.
@@ -323,10 +326,12 @@ type rowTx struct {
 	tx     *bolt.Tx
 	rows   *bolt.Bucket
 	epochs *bolt.Bucket
+	// unfenced is Options.UnsafeDisableFence.
+	unfenced bool
 }
 
-func newRowTx(tx *bolt.Tx) *rowTx {
-	return &rowTx{tx: tx, rows: tx.Bucket(bRows), epochs: tx.Bucket(bEpochs)}
+func (s *Store) rowTx(tx *bolt.Tx) *rowTx {
+	return &rowTx{tx: tx, rows: tx.Bucket(bRows), epochs: tx.Bucket(bEpochs), unfenced: s.opts.UnsafeDisableFence}
 }
 
 func (r *rowTx) get(key string) (capture.Row, bool, error) {
@@ -391,6 +396,9 @@ func (r *rowTx) current(k capture.Key) (capture.EpochRecord, bool, error) {
 
 // stale runs the gate against the transaction's view of the epochs.
 func (r *rowTx) stale(a *capture.Action) (string, error) {
+	if r.unfenced {
+		return "", nil
+	}
 	cur, ok, err := r.current(a.Key)
 	if err != nil {
 		return "", err
@@ -442,7 +450,7 @@ func (s *Store) Import(actions []capture.Action, now time.Time) (ImportResult, e
 		return res, nil
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		seq := tx.Bucket(bSeq)
 		for i := range actions {
 			a := &actions[i]
@@ -496,7 +504,7 @@ func (s *Store) Import(actions []capture.Action, now time.Time) (ImportResult, e
 func (s *Store) Sweep(now time.Time) ([]string, error) {
 	var skipped []string
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		for _, st := range []capture.State{capture.Pending, capture.Approved} {
 			for _, k := range r.indexed(st) {
 				row, _, err := r.get(k)
@@ -523,14 +531,17 @@ func (s *Store) Sweep(now time.Time) ([]string, error) {
 }
 
 // AutoApprove approves the pending rows the policy allows, in import order,
-// up to its cap, and returns their keys.
-func (s *Store) AutoApprove(p policy.Policy) ([]string, error) {
+// up to its cap, and returns their keys. A release waits until it has been
+// pending for hold (the de-provision hold): an address that flaps away and
+// back within the hold is never released, because the gate skips the
+// release when it comes back.
+func (s *Store) AutoApprove(p policy.Policy, now time.Time, hold time.Duration) ([]string, error) {
 	var approved []string
 	if !p.Auto || p.MaxPerRun <= 0 {
 		return nil, nil
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		for _, k := range r.indexed(capture.Pending) {
 			if len(approved) >= p.MaxPerRun {
 				break
@@ -540,6 +551,9 @@ func (s *Store) AutoApprove(p policy.Policy) ([]string, error) {
 				return err
 			}
 			if ok, _ := p.Allows(&row.Action); !ok {
+				continue
+			}
+			if !row.Kind.Acquire() && now.UnixNano()-row.ImportedAt < int64(hold) {
 				continue
 			}
 			row.State, row.ApprovedBy = capture.Approved, "policy"
@@ -566,7 +580,7 @@ func (s *Store) Reject(key, by string, now time.Time) error {
 // decide moves a row on an operator's word; at is the time of a rejection.
 func (s *Store) decide(key, by string, to capture.State, reason string, at int64) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		row, err := r.mustGet(key)
 		if err != nil {
 			return err
@@ -589,7 +603,7 @@ func (s *Store) decide(key, by string, to capture.State, reason string, at int64
 func (s *Store) Approved() ([]string, error) {
 	var out []string
 	err := s.db.View(func(tx *bolt.Tx) error {
-		out = newRowTx(tx).indexed(capture.Approved)
+		out = s.rowTx(tx).indexed(capture.Approved)
 		return nil
 	})
 	return out, err
@@ -602,7 +616,7 @@ func (s *Store) Claim(key string, now time.Time) (capture.Row, error) {
 	var row capture.Row
 	var stale string
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		var err error
 		if row, err = r.mustGet(key); err != nil {
 			return err
@@ -671,7 +685,7 @@ type Outcome struct {
 // leaves the capture recorded as maybe held: the call may have taken effect.
 func (s *Store) Complete(key string, out Outcome, now time.Time) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		row, err := r.mustGet(key)
 		if err != nil {
 			return err
@@ -724,7 +738,7 @@ func (s *Store) Complete(key string, out Outcome, now time.Time) error {
 func (s *Store) Requeue(now time.Time, timeout time.Duration) ([]string, error) {
 	var out []string
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		for _, k := range r.indexed(capture.Running) {
 			row, _, err := r.get(k)
 			if err != nil {
@@ -749,7 +763,7 @@ func (s *Store) Requeue(now time.Time, timeout time.Duration) ([]string, error) 
 func (s *Store) Row(key string) (capture.Row, error) {
 	var row capture.Row
 	err := s.db.View(func(tx *bolt.Tx) (err error) {
-		row, err = newRowTx(tx).mustGet(key)
+		row, err = s.rowTx(tx).mustGet(key)
 		return err
 	})
 	return row, err
@@ -766,7 +780,7 @@ type Filter struct {
 func (s *Store) Rows(f Filter) ([]capture.Row, error) {
 	var out []capture.Row
 	err := s.db.View(func(tx *bolt.Tx) error {
-		r := newRowTx(tx)
+		r := s.rowTx(tx)
 		c := tx.Bucket(bSeq).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			row, ok, err := r.get(string(v))

@@ -172,7 +172,7 @@ func TestLifecycle(t *testing.T) {
 	if res.Rearmed != 1 {
 		t.Fatalf("not re-armed: %+v", res)
 	}
-	if ap, _ := s.AutoApprove(pol); len(ap) != 1 {
+	if ap, _ := s.AutoApprove(pol, t0, 0); len(ap) != 1 {
 		t.Fatalf("auto-approve %v", ap)
 	}
 	s.Claim(a.IdempotencyKey, t0)
@@ -258,18 +258,31 @@ func TestAutoApprovePolicyAndCap(t *testing.T) {
 	s.ReconcileEpochs(map[capture.Key]string{k1: "a", k2: "a"}, nil)
 	s.Import([]capture.Action{assign(k1, "a", "eni-a", 1), assign(k2, "a", "eni-a", 1),
 		capture.NewAction(capture.EnableForwarding, k2, "aws", "eni-a", "a", 1, nil)}, t0)
-	if ap, _ := s.AutoApprove(policy.Policy{}); len(ap) != 0 {
+	if ap, _ := s.AutoApprove(policy.Policy{}, t0, 0); len(ap) != 0 {
 		t.Fatalf("the default policy approved %v", ap)
 	}
 	narrow := policy.Policy{Auto: true, Providers: []string{"aws"}, Kinds: []capture.Kind{capture.Assign},
 		CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.2/32")}, MaxPerRun: 10}
-	ap, _ := s.AutoApprove(narrow)
+	ap, _ := s.AutoApprove(narrow, t0, 0)
 	if len(ap) != 1 || !strings.Contains(ap[0], "10.0.0.2") || !strings.Contains(ap[0], "assign-secondary-ip") {
 		t.Fatalf("narrow policy approved %v", ap)
 	}
 	capped := policy.AllowAll(1)
-	if ap, _ := s.AutoApprove(capped); len(ap) != 1 || !strings.Contains(ap[0], "10.0.0.1") {
+	if ap, _ := s.AutoApprove(capped, t0, 0); len(ap) != 1 || !strings.Contains(ap[0], "10.0.0.1") {
 		t.Fatalf("capped policy approved %v (want the oldest one)", ap)
+	}
+}
+
+func TestDeprovisionHold(t *testing.T) {
+	s := open(t)
+	s.ReconcileEpochs(map[capture.Key]string{k1: "b"}, nil)
+	rel := unassign(k1, "a", "eni-a", 1)
+	s.Import([]capture.Action{rel}, t0)
+	if ap, _ := s.AutoApprove(pol, t0.Add(9*time.Second), 10*time.Second); len(ap) != 0 {
+		t.Fatalf("a release was approved inside the hold: %v", ap)
+	}
+	if ap, _ := s.AutoApprove(pol, t0.Add(10*time.Second), 10*time.Second); len(ap) != 1 {
+		t.Fatalf("a release was not approved after the hold: %v", ap)
 	}
 }
 

@@ -31,6 +31,9 @@ func commands() []command {
 	return []command{
 		{"check", "check histories for linearizability against a model", runCheck},
 		{"cloudsim", "run a cloud simulator that speaks the EC2 API", runCloudsim},
+		{"serve", "run a capture node (the daemon)", runServe},
+		{"ctl", "operate a running node: status, actions, approve, reject, drain, undrain", runCtl},
+		{"dev", "start a simulator and a cluster of nodes on loopback, for a first look", runDev},
 	}
 }
 

@@ -1,0 +1,370 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/auth"
+	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/internal/testenv"
+)
+
+// The binary under test, built once per test run.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ipfence-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "ipfence")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/ipfence")
+		cmd.Dir = testenv.RepoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// settings of a test cluster.
+type settings struct {
+	nodes, addresses int
+	hold             time.Duration // de-provision hold
+}
+
+// cluster is a simulator and nodes running as real processes on loopback.
+type cluster struct {
+	t       testing.TB
+	bin     string
+	dir     string
+	sim     string
+	simCmd  *exec.Cmd
+	secret  []byte
+	names   []string
+	ports   []int
+	procs   map[string]*exec.Cmd
+	addrs   []netip.Addr
+	signer  *http.Client
+	mu      sync.Mutex
+	outputs map[string]*bytes.Buffer
+}
+
+const (
+	heartbeat = 200 * time.Millisecond
+	ttl       = 600 * time.Millisecond
+	reconcile = 500 * time.Millisecond
+)
+
+func startCluster(t testing.TB, s settings) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: binary(t), dir: t.TempDir(), procs: map[string]*exec.Cmd{}, outputs: map[string]*bytes.Buffer{}}
+	t.Cleanup(c.stop)
+	var nics []string
+	for i := range s.nodes {
+		c.names = append(c.names, fmt.Sprintf("n%d", i+1))
+		nics = append(nics, fmt.Sprintf("eni-n%d", i+1))
+	}
+	for i := range s.addresses {
+		c.addrs = append(c.addrs, netip.AddrFrom4([4]byte{10, 0, byte(1 + i/200), byte(10 + i%200)}))
+	}
+	c.sim = c.spawn("cloudsim", "cloudsim", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
+	c.secret = []byte(strings.Repeat("k", 40))
+	if err := os.WriteFile(filepath.Join(c.dir, "secret"), c.secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.signer = &http.Client{Timeout: 10 * time.Second, Transport: (&auth.Signer{Secret: c.secret, Node: "test"}).Transport(http.DefaultTransport)}
+	c.ports = freePorts(t, s.nodes)
+	for i, n := range c.names {
+		if err := os.WriteFile(c.configPath(n), []byte(c.config(i, s)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.names {
+		c.start(n)
+	}
+	return c
+}
+
+func freePorts(t testing.TB, n int) []int {
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range lns {
+		l.Close()
+	}
+	return ports
+}
+
+func (c *cluster) configPath(n string) string { return filepath.Join(c.dir, n+".yaml") }
+
+func (c *cluster) config(i int, s settings) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "node: %s\nlisten: 127.0.0.1:%d\ndata_dir: %s-data\npeers:\n", c.names[i], c.ports[i], c.names[i])
+	for j, n := range c.names {
+		if j != i {
+			fmt.Fprintf(&b, "  - name: %s\n    url: http://127.0.0.1:%d\n", n, c.ports[j])
+		}
+	}
+	fmt.Fprintf(&b, "federation:\n  secret_file: secret\n  max_body: 64KiB\nproviders:\n  sim:\n    type: cloudsim\n    endpoint: %s\n", c.sim)
+	b.WriteString("pools:\n  - name: web\n    provider: sim\n    group: g1\n    addresses: [")
+	for k, a := range c.addrs {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.String())
+	}
+	b.WriteString("]\n    members:\n")
+	for j, n := range c.names {
+		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: eni-%s}\n", n, j+1, n)
+	}
+	b.WriteString("approval:\n  auto: true\n  providers: [\"*\"]\n  kinds: [\"*\"]\n  cidrs: [\"10.0.0.0/16\"]\n  max_per_run: 100000\n")
+	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n  deprovision_hold: %s\n", reconcile, heartbeat, ttl, s.hold)
+	return b.String()
+}
+
+// spawn runs the binary and returns the URL of its "listening on" line.
+func (c *cluster) spawn(name string, args ...string) string {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir = c.dir
+	out := &bytes.Buffer{}
+	c.mu.Lock()
+	c.outputs[name] = out
+	c.mu.Unlock()
+	cmd.Stderr = lockedWriter{&c.mu, out}
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	line, err := bufio.NewReader(pipe).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		c.t.Fatalf("%s did not start: %v\n%s", name, err, out)
+	}
+	go io.Copy(io.Discard, pipe)
+	if name == "cloudsim" {
+		c.simCmd = cmd
+	} else {
+		c.procs[name] = cmd
+	}
+	return strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (c *cluster) start(n string) {
+	c.spawn(n, "serve", "--config", c.configPath(n), "--log-level", "info")
+}
+
+// signal sends sig to node n's process.
+func (c *cluster) signal(n string, sig syscall.Signal) {
+	if err := c.procs[n].Process.Signal(sig); err != nil {
+		c.t.Fatal(err)
+	}
+	if sig == syscall.SIGKILL {
+		c.procs[n].Wait()
+		delete(c.procs, n)
+	}
+}
+
+func (c *cluster) stop() {
+	for _, p := range c.procs {
+		p.Process.Signal(syscall.SIGCONT)
+		p.Process.Signal(syscall.SIGTERM)
+	}
+	for n, p := range c.procs {
+		done := make(chan error, 1)
+		go func() { done <- p.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			p.Process.Kill()
+			c.t.Errorf("%s did not stop within 10s of SIGTERM", n)
+		}
+	}
+	if c.simCmd != nil {
+		c.simCmd.Process.Signal(syscall.SIGTERM)
+		c.simCmd.Wait()
+	}
+	if c.t.Failed() {
+		c.mu.Lock()
+		for n, out := range c.outputs {
+			c.t.Logf("--- %s ---\n%s", n, tail(out.String(), 4000))
+		}
+		c.mu.Unlock()
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (c *cluster) endpoint(n string) string {
+	for i, m := range c.names {
+		if m == n {
+			return fmt.Sprintf("http://127.0.0.1:%d", c.ports[i])
+		}
+	}
+	c.t.Fatalf("no node %s", n)
+	return ""
+}
+
+// api calls node n's API, signed.
+func (c *cluster) api(n, method, path string, body, out any) int {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.endpoint(n)+path, rd)
+	resp, err := c.signer.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s on %s: %v", method, path, n, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, out); err != nil {
+			c.t.Fatalf("%s %s on %s: %v\n%s", method, path, n, err, data)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (c *cluster) status(n string) daemon.Status {
+	var st daemon.Status
+	if code := c.api(n, http.MethodGet, "/v1/status", nil, &st); code != http.StatusOK {
+		c.t.Fatalf("status of %s: %d", n, code)
+	}
+	return st
+}
+
+// mutations reads the simulator's authoritative history.
+func (c *cluster) mutations() []provider.Mutation {
+	c.t.Helper()
+	resp, err := http.Get(c.sim + "/admin/mutations")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ms []provider.Mutation
+	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
+		c.t.Fatal(err)
+	}
+	return ms
+}
+
+// holders asks the simulator where every address is, by NIC.
+func (c *cluster) holders() map[netip.Addr]string {
+	c.t.Helper()
+	resp, err := http.Get(c.sim + "/admin/state")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		NICs []struct {
+			ID        string       `json:"id"`
+			Secondary []netip.Addr `json:"secondaryIps"`
+		} `json:"nics"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[netip.Addr]string{}
+	for _, n := range st.NICs {
+		for _, a := range n.Secondary {
+			out[a] = n.ID
+		}
+	}
+	return out
+}
+
+// allOn reports whether every address is on nic.
+func (c *cluster) allOn(nic string) bool {
+	h := c.holders()
+	for _, a := range c.addrs {
+		if h[a] != nic {
+			return false
+		}
+	}
+	return true
+}
+
+// waitAllOn waits until every address is on nic and returns how long it
+// took.
+func (c *cluster) waitAllOn(nic string, limit time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	for !c.allOn(nic) {
+		if time.Since(start) > limit {
+			c.t.Fatalf("addresses not all on %s after %v: %v", nic, limit, c.holders())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// checkFence: no mutation carries an epoch lower than one already applied
+// for its address.
+func checkFence(t testing.TB, ms []provider.Mutation) {
+	t.Helper()
+	high := map[netip.Addr]capture.Epoch{}
+	for i, m := range ms {
+		if m.Epoch < high[m.Address] {
+			t.Fatalf("mutation %d (%s %s on %s) carries epoch %d after epoch %d", i, m.Call, m.Address, m.NIC, m.Epoch, high[m.Address])
+		}
+		high[m.Address] = m.Epoch
+	}
+}

@@ -1,0 +1,335 @@
+// Package daemon is a running ipfence node: its bbolt state, its reconcile
+// loop, its providers, its federation with the other nodes (heartbeats,
+// drains, stale reports, epoch observations), and its HTTP API for peers
+// and operators. It is the shell around the pure core: it reads the clock,
+// talks to the network and the disk, and hands what it learns to the
+// planner and the gate.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/auth"
+	"github.com/ipfence/ipfence/capture/bus"
+	"github.com/ipfence/ipfence/capture/config"
+	"github.com/ipfence/ipfence/capture/federation"
+	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/aws"
+	"github.com/ipfence/ipfence/capture/provider/memory"
+	"github.com/ipfence/ipfence/capture/reconcile"
+	"github.com/ipfence/ipfence/capture/store"
+)
+
+// Options are what the command line adds to the configuration file.
+type Options struct {
+	Logger *slog.Logger
+	// Clock is the time source; nil means time.Now. The test-only clock
+	// offset (see TestEndpoints) is added to it.
+	Clock func() time.Time
+	// TestEndpoints serves /v1/test/ endpoints that break the node on
+	// purpose (a clock offset), for the harness. Never in production.
+	TestEndpoints bool
+	// UnsafeDisableFence turns the gate into a no-op, for the harness's
+	// planted-bug runs. Never in production.
+	UnsafeDisableFence bool
+	// Listener, when set, is used instead of listening on the configured
+	// address (tests hand over a port they picked).
+	Listener net.Listener
+}
+
+// Daemon is one node.
+type Daemon struct {
+	cfg   *config.Node
+	opts  Options
+	log   *slog.Logger
+	st    *store.Store
+	fed   *federation.Node
+	loop  *reconcile.Loop
+	provs map[string]provider.Provider
+	wake  *bus.Bus[struct{}]
+	sub   *bus.Subscription[struct{}]
+	mets  *metrics
+	http  *http.Server
+	ln    net.Listener
+
+	verifier *auth.Verifier
+	offset   atomic.Int64 // test-only clock offset, ns
+
+	mu       sync.Mutex
+	lastPass reconcile.Report
+	lastErr  error
+	emitted  map[capture.Key]capture.EpochRecord
+}
+
+// New builds a node from its configuration: it opens the state, the
+// federation log and the providers, and listens; Run starts it.
+func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger.With("node", cfg.Name), emitted: map[capture.Key]capture.EpochRecord{}}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data folder: %w", err)
+	}
+	var err error
+	if d.provs, err = providers(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if d.st, err = store.Open(cfg.StatePath, store.Options{UnsafeDisableFence: opts.UnsafeDisableFence}); err != nil {
+		return nil, err
+	}
+	client, err := d.peerClient()
+	if err != nil {
+		d.st.Close()
+		return nil, err
+	}
+	d.wake = bus.New[struct{}]()
+	d.sub = d.wake.Subscribe(1)
+	peers := make([]federation.Peer, len(cfg.Peers))
+	for i, p := range cfg.Peers {
+		peers[i] = federation.Peer{Name: p.Name, URL: p.URL}
+	}
+	d.fed, err = federation.Open(federation.Config{
+		Node: cfg.Name, Peers: peers, Path: filepath.Join(cfg.DataDir, "federation.db"),
+		Client: client, Clock: d.now, Heartbeat: cfg.Timing.HeartbeatInterval,
+		Timing: federation.Timing{TTL: cfg.Timing.HeartbeatTTL, PromotionHold: cfg.Timing.PromotionHold},
+		Logger: d.log, OnChange: func() { d.wake.Publish(struct{}{}) },
+	})
+	if err != nil {
+		d.st.Close()
+		return nil, err
+	}
+	d.mets = newMetrics(d)
+	d.loop = reconcile.New(reconcile.Config{
+		Node: cfg.Name, Store: d.st, Pools: d.pools, Seen: d.seen, Providers: d.provs,
+		Policy: cfg.Approval, Execute: true, RunningTimeout: cfg.Timing.RunningTimeout,
+		DeprovisionHold: cfg.Timing.DeprovisionHold, Interval: cfg.Timing.ReconcileInterval,
+		Clock: d.now, Wake: d.sub.C(), OnPass: d.afterPass, OnEpochs: d.publishEpochs, Preempt: d.preempt,
+	})
+	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
+	d.ln = opts.Listener
+	if d.ln == nil {
+		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			d.close()
+			return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		}
+	}
+	if cfg.Federation.TLS != nil {
+		tc, err := auth.ServerTLS(cfg.Federation.TLS.CertFile, cfg.Federation.TLS.KeyFile, cfg.Federation.TLS.CAFile)
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		d.http.TLSConfig = tc
+	}
+	return d, nil
+}
+
+// Addr is the address the API listens on.
+func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
+
+// now is the node's time input: the clock plus the test-only offset.
+func (d *Daemon) now() time.Time { return d.opts.Clock().Add(time.Duration(d.offset.Load())) }
+
+// providers builds the drivers the pools name.
+func providers(ctx context.Context, cfg *config.Node) (map[string]provider.Provider, error) {
+	out := map[string]provider.Provider{}
+	for name, p := range cfg.Providers {
+		switch p.Type {
+		case config.TypeCloudsim, config.TypeAWS:
+			o := aws.Options{Region: p.Region, Endpoint: p.Endpoint}
+			if p.Type == config.TypeCloudsim {
+				// The simulator accepts any signature; these keep the SDK
+				// from looking for real credentials.
+				o.Credentials = credentials.NewStaticCredentialsProvider("ipfence", "cloudsim", "")
+			}
+			drv, err := aws.New(ctx, o)
+			if err != nil {
+				return nil, fmt.Errorf("provider %s: %w", name, err)
+			}
+			out[name] = drv
+		case config.TypeMemory:
+			var nics []string
+			for _, pool := range cfg.Pools {
+				if pool.Provider != name {
+					continue
+				}
+				for _, m := range pool.Members {
+					if !slices.Contains(nics, m.Target) {
+						nics = append(nics, m.Target)
+					}
+				}
+			}
+			out[name] = memory.New(memory.Options{NICs: nics})
+		default:
+			return nil, fmt.Errorf("provider %s: unknown type %q", name, p.Type)
+		}
+	}
+	return out, nil
+}
+
+// peerClient signs (or presents a client certificate on) every request to
+// peers.
+func (d *Daemon) peerClient() (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	f := d.cfg.Federation
+	if f.TLS != nil {
+		tc, err := auth.ClientTLS(f.TLS.CertFile, f.TLS.KeyFile, f.TLS.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = tc
+		return &http.Client{Transport: tr, Timeout: 10 * time.Second}, nil
+	}
+	s := &auth.Signer{Secret: f.Secret, Node: d.cfg.Name, Now: d.now}
+	return &http.Client{Transport: s.Transport(tr), Timeout: 10 * time.Second}, nil
+}
+
+// pools are the configured pools with every member's drain and liveness as
+// the federation sees them now.
+func (d *Daemon) pools() []capture.Pool {
+	live := d.fed.Liveness()
+	out := make([]capture.Pool, len(d.cfg.Pools))
+	for i, p := range d.cfg.Pools {
+		p.Members = slices.Clone(p.Members)
+		for j := range p.Members {
+			m := &p.Members[j]
+			l := live[m.Node]
+			m.Drained, m.Stale = l.Drained, l.Stale
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// seen are the epoch records the federation carried in.
+func (d *Daemon) seen() map[capture.Key]capture.EpochRecord {
+	var out map[capture.Key]capture.EpochRecord
+	d.fed.View(func(s *federation.State) { out = s.Epochs() })
+	return out
+}
+
+// afterPass keeps the report for status and metrics.
+func (d *Daemon) afterPass(rep reconcile.Report, err error) {
+	d.mu.Lock()
+	d.lastPass, d.lastErr = rep, err
+	d.mu.Unlock()
+	d.mets.pass(rep, err)
+	if err != nil {
+		d.log.Error("reconcile pass", "err", err)
+	}
+}
+
+// publishEpochs tells the peers about epoch records this node moved past
+// what the federation already carries, so that the capture domain shares
+// one epoch line. It runs before the pass executes anything at them.
+func (d *Daemon) publishEpochs(changed []capture.Key, epochs map[capture.Key]capture.EpochRecord) {
+	var fresh []capture.Key
+	d.fed.View(func(s *federation.State) {
+		known := s.Epochs()
+		for _, k := range changed {
+			if cur, ok := known[k]; (!ok && epochs[k].Epoch > 0) || (ok && epochs[k].Epoch > cur.Epoch) {
+				fresh = append(fresh, k)
+			}
+		}
+	})
+	for _, k := range fresh {
+		rec := epochs[k]
+		if _, err := d.fed.Emit(federation.Epoch, k.String(), func(e *federation.Event) { e.Record = &rec }); err != nil {
+			d.log.Error("publishing an epoch", "key", k, "err", err)
+		}
+	}
+}
+
+// preempt lets a member take an address from its current holder by
+// priority only after an operator undrained it, later (in Lamport order)
+// than the move that gave the address to the holder. A node that failed,
+// was replaced and came back therefore takes nothing back by itself; an
+// undrain is how an operator gives it its place again.
+func (d *Daemon) preempt(k capture.Key, member string) bool {
+	ok := false
+	d.fed.View(func(s *federation.State) {
+		in, has := s.Intent(member)
+		if !has || in.Kind != federation.Undrain {
+			return
+		}
+		ep, known := s.EpochEvent(k)
+		ok = !known || in.Lamport > ep.Lamport
+	})
+	return ok
+}
+
+// Run serves the API and runs the federation and the reconcile loop until
+// ctx ends, then shuts down gracefully: the API stops taking requests, the
+// pass in progress finishes (a claimed action completes), the outbox is
+// flushed, and the files are closed.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.close()
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	go func() {
+		var err error
+		if d.http.TLSConfig != nil {
+			err = d.http.ServeTLS(d.ln, "", "")
+		} else {
+			err = d.http.Serve(d.ln)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	}()
+	// The first heartbeat goes out before the first pass, so that liveness
+	// counts the grace for silent peers from now.
+	if _, err := d.fed.Emit(federation.Heartbeat, "", nil); err != nil {
+		return err
+	}
+	fedCtx, stopFed := context.WithCancel(context.Background())
+	wg.Go(func() { d.fed.Run(fedCtx) })
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	loopDone := make(chan struct{})
+	go func() { d.loop.Run(loopCtx); close(loopDone) }()
+	d.log.Info("serving", "addr", d.ln.Addr().String())
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d.http.Shutdown(shut)
+	stopLoop()
+	<-loopDone
+	stopFed()
+	wg.Wait()
+	return err
+}
+
+func (d *Daemon) close() {
+	if d.wake != nil {
+		d.wake.Close()
+	}
+	if d.fed != nil {
+		d.fed.Close()
+	}
+	if d.st != nil {
+		d.st.Close()
+	}
+}

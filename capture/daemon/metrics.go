@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ipfence/ipfence/capture/reconcile"
+	"github.com/ipfence/ipfence/capture/store"
+)
+
+// metrics are the node's Prometheus metrics. Counters and the pass
+// histogram are updated as things happen; the rest (journal, epochs,
+// federation, liveness) are read from the node when scraped.
+type metrics struct {
+	reg      *prometheus.Registry
+	pass     func(reconcile.Report, error)
+	passes   *prometheus.HistogramVec
+	fenced   *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+}
+
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.passes = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "ipfence_reconcile_duration_seconds", Help: "Duration of reconcile passes, by outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"outcome"})
+	m.fenced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ipfence_fenced_actions_total", Help: "Actions the gate skipped, by where it skipped them.",
+	}, []string{"where"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ipfence_rejected_requests_total", Help: "API requests refused by authentication, by reason.",
+	}, []string{"reason"})
+	m.reg.MustRegister(m.passes, m.fenced, m.rejected, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &scraped{d})
+	m.pass = func(rep reconcile.Report, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		// The report's Now is the pass's start on the node's clock.
+		m.passes.WithLabelValues(outcome).Observe(time.Since(rep.Now.Add(-time.Duration(d.offset.Load()))).Seconds())
+		m.fenced.WithLabelValues("import").Add(float64(rep.Import.Stale))
+		m.fenced.WithLabelValues("sweep").Add(float64(len(rep.Swept)))
+		m.fenced.WithLabelValues("execute").Add(float64(rep.Exec.Stale))
+	}
+	return m
+}
+
+// scraped reads the node's state when Prometheus asks.
+type scraped struct{ d *Daemon }
+
+var (
+	descActions   = prometheus.NewDesc("ipfence_actions", "Journal rows by kind and state.", []string{"kind", "state"}, nil)
+	descEpoch     = prometheus.NewDesc("ipfence_capture_epoch", "Current epoch of each capture key.", []string{"pool", "address"}, nil)
+	descPending   = prometheus.NewDesc("ipfence_federation_pending_events", "Events a peer has not acknowledged.", []string{"peer"}, nil)
+	descLag       = prometheus.NewDesc("ipfence_federation_lag_seconds", "Time since a peer last acknowledged a delivery.", []string{"peer"}, nil)
+	descFailures  = prometheus.NewDesc("ipfence_federation_delivery_failures_total", "Failed deliveries to a peer.", []string{"peer"}, nil)
+	descHeartbeat = prometheus.NewDesc("ipfence_heartbeat_age_seconds", "Group time since each member's newest heartbeat.", []string{"member"}, nil)
+	descStale     = prometheus.NewDesc("ipfence_member_stale", "1 when a member is stale.", []string{"member"}, nil)
+)
+
+func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descActions, descEpoch, descPending, descLag, descFailures, descHeartbeat, descStale} {
+		ch <- d
+	}
+}
+
+func (s *scraped) Collect(ch chan<- prometheus.Metric) {
+	d := s.d
+	if rows, err := d.st.Rows(storeFilterAll); err == nil {
+		counts := map[[2]string]int{}
+		for _, r := range rows {
+			counts[[2]string{string(r.Kind), string(r.State)}]++
+		}
+		for k, n := range counts {
+			ch <- prometheus.MustNewConstMetric(descActions, prometheus.GaugeValue, float64(n), k[0], k[1])
+		}
+	}
+	if ep, err := d.st.Epochs(); err == nil {
+		for k, r := range ep {
+			ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(r.Epoch), k.Pool, k.Address.String())
+		}
+	}
+	now := d.now()
+	for peer, st := range d.fed.Stats() {
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(st.Pending), peer)
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(st.Failures), peer)
+		if !st.LastDelivered.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, now.Sub(st.LastDelivered).Seconds(), peer)
+		}
+	}
+	for name, m := range d.fed.Liveness() {
+		stale := 0.0
+		if m.Stale {
+			stale = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, stale, name)
+		if m.Heard {
+			ch <- prometheus.MustNewConstMetric(descHeartbeat, prometheus.GaugeValue, m.Age.Seconds(), name)
+		}
+	}
+}
+
+// storeFilterAll selects every journal row.
+var storeFilterAll = store.Filter{}

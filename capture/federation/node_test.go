@@ -1,0 +1,262 @@
+package federation
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// cluster runs nodes in this process, each behind its own test server; a
+// link can be cut by making the sender's view of a peer's URL dead.
+type cluster struct {
+	t     *testing.T
+	dir   string
+	nodes map[string]*Node
+	srv   map[string]*httptest.Server
+	// cut[a][b]: a's requests to b fail.
+	mu  sync.Mutex
+	cut map[[2]string]bool
+	// changes counts OnChange calls per node.
+	changes map[string]*atomic.Int64
+}
+
+// cutTransport fails requests on cut links.
+type cutTransport struct {
+	c    *cluster
+	from string
+}
+
+func (ct cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ct.c.mu.Lock()
+	to := r.Header.Get("X-Test-To")
+	blocked := ct.c.cut[[2]string{ct.from, to}]
+	ct.c.mu.Unlock()
+	if blocked {
+		return nil, context.DeadlineExceeded
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func newCluster(t *testing.T, names ...string) *cluster {
+	c := &cluster{t: t, dir: t.TempDir(), nodes: map[string]*Node{}, srv: map[string]*httptest.Server{},
+		cut: map[[2]string]bool{}, changes: map[string]*atomic.Int64{}}
+	// Servers first, so that every node knows every URL.
+	handlers := map[string]*handlerSwitch{}
+	for _, n := range names {
+		h := &handlerSwitch{}
+		handlers[n] = h
+		c.srv[n] = httptest.NewServer(h)
+		t.Cleanup(c.srv[n].Close)
+	}
+	for _, n := range names {
+		c.start(n, names, handlers[n])
+	}
+	return c
+}
+
+// handlerSwitch lets a restarted node take over its server.
+type handlerSwitch struct {
+	mu sync.Mutex
+	h  http.Handler
+}
+
+func (s *handlerSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	if h == nil {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+func (c *cluster) start(name string, names []string, sw *handlerSwitch) {
+	var peers []Peer
+	for _, p := range names {
+		if p != name {
+			peers = append(peers, Peer{Name: p, URL: c.srv[p].URL})
+		}
+	}
+	if c.changes[name] == nil {
+		c.changes[name] = &atomic.Int64{}
+	}
+	counter := c.changes[name]
+	n, err := Open(Config{
+		Node: name, Peers: peers, Path: filepath.Join(c.dir, name+".db"),
+		Client:    &http.Client{Transport: toHeader{cutTransport{c, name}, c}},
+		Heartbeat: 20 * time.Millisecond, Timing: Timing{TTL: 100 * time.Millisecond},
+		OnChange: func() { counter.Add(1) },
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sw.mu.Lock()
+	sw.h = n.Handler()
+	sw.mu.Unlock()
+	c.nodes[name] = n
+}
+
+// toHeader names the peer a request goes to, from its URL.
+type toHeader struct {
+	next http.RoundTripper
+	c    *cluster
+}
+
+func (th toHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	for name, s := range th.c.srv {
+		if "http://"+r.URL.Host == s.URL {
+			r.Header.Set("X-Test-To", name)
+		}
+	}
+	return th.next.RoundTrip(r)
+}
+
+func (c *cluster) setCut(from, to string, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut[[2]string{from, to}] = cut
+}
+
+// eventually polls cond for up to 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func drained(n *Node, member string) bool {
+	var d bool
+	n.View(func(s *State) { d = s.Drained(member) })
+	return d
+}
+
+func TestEventsReachEveryNodeThroughARelay(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	// a cannot reach c directly; b relays.
+	c.setCut("a", "c", true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, n := range c.nodes {
+		go n.Run(ctx)
+	}
+	if _, err := c.nodes["a"].Emit(Drain, "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "c learns of the drain through b", func() bool { return drained(c.nodes["c"], "b") })
+	if c.changes["c"].Load() == 0 {
+		t.Fatal("c's OnChange was not called")
+	}
+	// Heartbeats relay too: c hears a.
+	eventually(t, "c hears a's heartbeats", func() bool {
+		var ok bool
+		c.nodes["c"].View(func(s *State) { _, ok = s.Heartbeat("a") })
+		return ok
+	})
+	if st := c.nodes["a"].Stats()["c"]; st.Failures == 0 {
+		t.Fatalf("the cut link never failed: %+v", st)
+	}
+}
+
+// An undelivered event survives a restart of its sender and is delivered
+// after; receiving it twice changes nothing.
+func TestOutboxSurvivesRestart(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	c.setCut("a", "b", true)
+	e, err := c.nodes["a"].Emit(Undrain, "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.nodes["a"].Stats()["b"]; st.Pending != 1 {
+		t.Fatalf("pending %+v", st)
+	}
+	c.nodes["a"].Close()
+	sw := &handlerSwitch{}
+	c.srv["a"].Config.Handler = sw
+	c.start("a", []string{"a", "b"}, sw)
+	if st := c.nodes["a"].Stats()["b"]; st.Pending != 1 {
+		t.Fatalf("after restart, pending %+v", st)
+	}
+	// Sequence numbers keep increasing across the restart.
+	e2, err := c.nodes["a"].Emit(Drain, "b", nil)
+	if err != nil || e2.Seq <= e.Seq {
+		t.Fatalf("seq %d after %d (%v)", e2.Seq, e.Seq, err)
+	}
+	c.setCut("a", "b", false)
+	c.nodes["a"].Flush(time.Second)
+	if st := c.nodes["a"].Stats()["b"]; st.Pending != 0 || st.Delivered != 2 {
+		t.Fatalf("after flush %+v", st)
+	}
+	var in Event
+	c.nodes["b"].View(func(s *State) { in, _ = s.Intent("a") })
+	if in.Kind != Undrain || in.Origin != "a" {
+		t.Fatalf("b's intent for a: %+v", in)
+	}
+	applied, err := c.nodes["b"].Receive(Batch{From: "a", Events: []Event{e}})
+	if err != nil || applied != 0 {
+		t.Fatalf("receiving again applied %d (%v)", applied, err)
+	}
+	for _, n := range c.nodes {
+		n.Close()
+	}
+}
+
+// A silent node goes stale in the others' view, and they are told at once.
+func TestSilentNodeGoesStale(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctxA, stopA := context.WithCancel(ctx)
+	go c.nodes["a"].Run(ctxA)
+	go c.nodes["b"].Run(ctx)
+	go c.nodes["c"].Run(ctx)
+	eventually(t, "everyone hears a", func() bool {
+		return c.nodes["b"].Liveness()["a"].Heard && c.nodes["c"].Liveness()["a"].Heard
+	})
+	before := c.changes["b"].Load()
+	stopA()
+	eventually(t, "b and c see a stale", func() bool {
+		return c.nodes["b"].Liveness()["a"].Stale && c.nodes["c"].Liveness()["a"].Stale
+	})
+	if c.changes["b"].Load() == before {
+		t.Fatal("b's OnChange was not called when a went stale")
+	}
+	for _, n := range []string{"b", "c"} {
+		m := c.nodes[n].Liveness()
+		if m["b"].Stale || m["c"].Stale {
+			t.Fatalf("%s's view: %+v", n, m)
+		}
+	}
+}
+
+func TestHandlerRefusesBadBatches(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	for _, body := range []string{`nope`, `{"from":"b","events":[{"origin":"","seq":1,"kind":"heartbeat"}]}`, `{"from":"b","extra":1}`} {
+		resp, err := http.Post(c.srv["a"].URL+Path, "application/json", stringsReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %s", body, resp.Status)
+		}
+	}
+	var n int
+	c.nodes["a"].View(func(s *State) { n = len(s.Events()) })
+	if n != 0 {
+		t.Fatalf("a bad batch changed the state: %d events", n)
+	}
+}
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
