@@ -1,107 +1,40 @@
 package auth
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"io/fs"
 	"log"
 	"maps"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ipfence/ipfence/internal/testpki"
 )
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	dir  string
-	name string
-}
+// testCA adapts testpki's CA to this file's calls.
+type testCA struct{ *testpki.CA }
 
-func newCA(t *testing.T, dir, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{cert: cert, key: key, dir: dir, name: name}
-	writePEM(t, ca.path("ca.pem"), "CERTIFICATE", der)
-	return ca
-}
+func newCA(t *testing.T, dir, name string) *testCA { return &testCA{testpki.NewCA(t, dir, name)} }
 
-func (ca *testCA) path(file string) string { return filepath.Join(ca.dir, ca.name+"-"+file) }
+func (ca *testCA) path(file string) string { return ca.Path(file) }
 
-// issue writes a certificate for cn and its key, and returns their paths.
-// A server certificate is valid for 127.0.0.1, where httptest listens.
+// issue writes a client certificate for cn, or a server one.
 func (ca *testCA) issue(t *testing.T, cn string, server bool) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
 	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		return ca.Issue(t, cn, x509.ExtKeyUsageServerAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = ca.path(cn+".pem"), ca.path(cn+"-key.pem")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
-	return certFile, keyFile
+	return ca.Issue(t, cn, x509.ExtKeyUsageClientAuth)
 }
 
-func writePEM(t *testing.T, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
+func writePEM(t *testing.T, path, kind string, der []byte) { testpki.WritePEM(t, path, kind, der) }
 
 // startTLS runs h behind cfg, with handshake failures kept out of the test
 // log.
@@ -167,7 +100,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Certificate())
 	noCert := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
 	stranger, err := ClientTLS(strangerCert, strangerKey, ca.path("ca.pem"))
 	if err != nil {
