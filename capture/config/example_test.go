@@ -9,34 +9,15 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/internal/testenv"
 )
-
-// repoRoot is the folder holding go.mod, found by walking up from the
-// package's folder.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the package")
-		}
-		dir = parent
-	}
-}
 
 // TestExampleCluster loads examples/cluster's three files and checks that
 // they describe the cluster its README runs: one pool on the simulator,
 // n1, n2 and n3 in that order of priority, the same everywhere but for
 // each node's own name, address and peers.
 func TestExampleCluster(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "examples", "cluster")
+	dir := filepath.Join(testenv.RepoRoot(t), "examples", "cluster")
 	secret, err := os.ReadFile(filepath.Join(dir, "secret"))
 	if err != nil {
 		t.Fatal(err)
