@@ -34,8 +34,6 @@ func (ca *testCA) issue(t *testing.T, cn string, server bool) (certFile, keyFile
 	return ca.Issue(t, cn, x509.ExtKeyUsageClientAuth)
 }
 
-func writePEM(t *testing.T, path, kind string, der []byte) { testpki.WritePEM(t, path, kind, der) }
-
 // startTLS runs h behind cfg, with handshake failures kept out of the test
 // log.
 func startTLS(t *testing.T, cfg *tls.Config, h http.Handler) *httptest.Server {

@@ -8,13 +8,17 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/internal/monotime"
 )
 
 // mutationJSON is a record entry as GET /admin/mutations shows it: the
 // time in RFC 3339 with nanoseconds, and lower-case names like the rest of
-// the admin API.
+// the admin API. Mono is the same moment on the machine's monotonic clock
+// (CLOCK_MONOTONIC nanoseconds), which a harness in another process on the
+// same machine can compare with its own readings.
 type mutationJSON struct {
 	Time           string        `json:"time"`
+	Mono           int64         `json:"mono"`
 	Call           capture.Kind  `json:"call"`
 	NIC            string        `json:"nic"`
 	Address        string        `json:"address"`
@@ -38,7 +42,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 		out := make([]mutationJSON, len(ms))
 		for i, m := range ms {
 			out[i] = mutationJSON{
-				Time: m.Time.UTC().Format(time.RFC3339Nano), Call: m.Call, NIC: m.NIC,
+				Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: monotime.Of(m.Time), Call: m.Call, NIC: m.NIC,
 				Epoch: m.Epoch, IdempotencyKey: m.IdempotencyKey, From: m.From, Enabled: m.Enabled,
 			}
 			if m.Address.IsValid() {

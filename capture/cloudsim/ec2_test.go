@@ -349,6 +349,13 @@ func TestHeadersRecorded(t *testing.T) {
 	}
 	var got []mutationJSON
 	adminDo(t, e.srv.URL, http.MethodGet, "/admin/mutations", nil, &got)
+	// The monotonic stamps are as far apart as the times.
+	if len(got) == 2 {
+		if d := time.Duration(got[1].Mono - got[0].Mono); d < 500*time.Microsecond || d > 2500*time.Microsecond {
+			t.Errorf("mono stamps %d and %d are %v apart, want about 1.5ms", got[0].Mono, got[1].Mono, d)
+		}
+		got[0].Mono, got[1].Mono = 0, 0
+	}
 	want := []mutationJSON{
 		{Time: "2026-01-02T03:04:05Z", Call: capture.Assign, NIC: "eni-a", Address: "10.0.0.7", Epoch: 7, IdempotencyKey: "pool:aws:eni-a:assign-secondary-ip:10.0.0.7:epoch:7"},
 		{Time: "2026-01-02T03:04:05.0015Z", Call: capture.Assign, NIC: "eni-b", Address: "10.0.0.7", Epoch: 8, IdempotencyKey: "k8", From: "eni-a"},

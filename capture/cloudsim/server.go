@@ -214,9 +214,11 @@ func (s *Server) frozen() time.Time { return s.now }
 //
 //	GET  /admin/state      the model now: State
 //	GET  /admin/mutations  the record, every applied mutation in order:
-//	                       [{"time":"2026-01-02T03:04:05.123456789Z","call":"assign-secondary-ip",
+//	                       [{"time":"2026-01-02T03:04:05.123456789Z","mono":81234567890123,
+//	                         "call":"assign-secondary-ip",
 //	                         "nic":"eni-b","address":"10.0.0.7","epoch":3,"idempotencyKey":"k",
 //	                         "from":"eni-a","enabled":false}]
+//	                       (mono: the time on CLOCK_MONOTONIC, in nanoseconds)
 //	GET  /admin/faults     the faults: Faults
 //	PUT  /admin/faults     replace the faults with the body's (a Faults; unknown fields,
 //	                       actions and codes are refused with 400); answers the faults

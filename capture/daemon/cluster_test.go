@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -22,36 +21,11 @@ import (
 	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/daemon"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/internal/loopback"
 	"github.com/ipfence/ipfence/internal/testenv"
 )
 
-// The binary under test, built once per test run.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ipfence-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "ipfence")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/ipfence")
-		cmd.Dir = testenv.RepoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func binary(t testing.TB) string { return testenv.Binary(t) }
 
 // settings of a test cluster.
 type settings struct {
@@ -100,7 +74,11 @@ func startCluster(t testing.TB, s settings) *cluster {
 		t.Fatal(err)
 	}
 	c.signer = &http.Client{Timeout: 10 * time.Second, Transport: (&auth.Signer{Secret: c.secret, Node: "test"}).Transport(http.DefaultTransport)}
-	c.ports = freePorts(t, s.nodes)
+	ports, err := loopback.FreePorts(s.nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ports = ports
 	for i, n := range c.names {
 		if err := os.WriteFile(c.configPath(n), []byte(c.config(i, s)), 0o600); err != nil {
 			t.Fatal(err)
@@ -110,23 +88,6 @@ func startCluster(t testing.TB, s settings) *cluster {
 		c.start(n)
 	}
 	return c
-}
-
-func freePorts(t testing.TB, n int) []int {
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range lns {
-		l.Close()
-	}
-	return ports
 }
 
 func (c *cluster) configPath(n string) string { return filepath.Join(c.dir, n+".yaml") }

@@ -122,6 +122,7 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		Policy: cfg.Approval, Execute: true, RunningTimeout: cfg.Timing.RunningTimeout,
 		DeprovisionHold: cfg.Timing.DeprovisionHold, Interval: cfg.Timing.ReconcileInterval,
 		Clock: d.now, Wake: d.sub.C(), OnPass: d.afterPass, OnEpochs: d.publishEpochs, Preempt: d.preempt,
+		Ready: d.ready,
 	})
 	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
 	d.ln = opts.Listener
@@ -217,6 +218,35 @@ func (d *Daemon) pools() []capture.Pool {
 		out[i] = p
 	}
 	return out
+}
+
+// Errors of a pass that may not act.
+var (
+	errOutOfContact = errors.New("out of contact with a majority of the cluster")
+	errPassTooLong  = errors.New("the pass has run past the contact window (was the process paused?)")
+)
+
+// ready is the executor's condition for a pass: at its start this node had
+// heard from a majority within the contact window, and it is still within
+// that window of the start, on the monotonic clock. The window is the
+// time the others wait before they find a silent node stale (TTL plus
+// promotion hold): a node that went silent for less cannot have been
+// seized from, and one that went silent for longer (paused, cut off) may
+// hold rows whose epochs the cluster has moved past, which its own gate
+// cannot know, so it acts again only once its peers' news is in.
+func (d *Daemon) ready() func() error {
+	start := time.Now()
+	window := d.cfg.Timing.HeartbeatTTL + d.cfg.Timing.PromotionHold
+	inContact := d.fed.InContact(window)
+	return func() error {
+		if !inContact {
+			return errOutOfContact
+		}
+		if time.Since(start) > window {
+			return errPassTooLong
+		}
+		return nil
+	}
 }
 
 // seen are the epoch records the federation carried in.

@@ -29,11 +29,20 @@ type Executor struct {
 	// outcome is recorded; an error stops the run there: the call took
 	// effect, and the node does not know. Crash tests use it.
 	AfterCall func(capture.Row) error
+	// Ready, when set, is asked before every claim and again right before
+	// every provider call: an error before a claim ends the run (the rows
+	// stay approved for a later one), and after a claim fails the row
+	// without calling the provider. The daemon uses it to act only while
+	// its view of the cluster is fresh: a node that was paused, or cut off
+	// from a majority, may hold rows whose epochs the cluster has moved
+	// past without its knowing, and its gate cannot tell.
+	Ready func() error
 }
 
-// Result counts what a run did.
+// Result counts what a run did. Deferred counts the approved rows left for
+// a later run because Ready refused.
 type Result struct {
-	Claimed, Succeeded, Failed, Stale int
+	Claimed, Succeeded, Failed, Stale, Deferred int
 }
 
 // Run executes up to max approved rows (all when max <= 0), in import
@@ -44,12 +53,16 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 	if err != nil {
 		return res, err
 	}
-	for _, k := range keys {
+	for i, k := range keys {
 		if max > 0 && res.Claimed >= max {
 			break
 		}
 		if err := ctx.Err(); err != nil {
 			return res, err
+		}
+		if e.Ready != nil && e.Ready() != nil {
+			res.Deferred = len(keys) - i
+			break
 		}
 		row, err := e.Store.Claim(k, now)
 		if errors.Is(err, store.ErrStale) {
@@ -65,7 +78,15 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 				return res, err
 			}
 		}
-		out := e.call(ctx, &row)
+		var out store.Outcome
+		if e.Ready != nil {
+			if err := e.Ready(); err != nil {
+				out.Err = fmt.Errorf("not called: %w", err)
+			}
+		}
+		if out.Err == nil {
+			out = e.call(ctx, &row)
+		}
 		if e.AfterCall != nil {
 			if err := e.AfterCall(row); err != nil {
 				return res, err

@@ -88,8 +88,14 @@ type Node struct {
 	// not acknowledged.
 	outbox map[string]map[string]bool
 	wake   map[string]chan struct{}
-	live   map[string]MemberState
-	stats  map[string]*PeerStats
+	// heard is signalled when a batch arrives from the peer: it is up, so
+	// a delivery to it waiting out a backoff goes now.
+	heard map[string]chan struct{}
+	// lastBatch is when a batch from each peer last arrived, on this
+	// process's monotonic clock (see InContact).
+	lastBatch map[string]time.Time
+	live      map[string]MemberState
+	stats     map[string]*PeerStats
 }
 
 // PeerStats describe delivery to one peer.
@@ -113,7 +119,7 @@ func Open(cfg Config) (*Node, error) {
 		cfg.Heartbeat = 500 * time.Millisecond
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, state: NewState(), outbox: map[string]map[string]bool{},
-		wake: map[string]chan struct{}{}, stats: map[string]*PeerStats{}}
+		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{}, stats: map[string]*PeerStats{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -122,6 +128,7 @@ func Open(cfg Config) (*Node, error) {
 		n.nodes = append(n.nodes, p.Name)
 		n.outbox[p.Name] = map[string]bool{}
 		n.wake[p.Name] = make(chan struct{}, 1)
+		n.heard[p.Name] = make(chan struct{}, 1)
 		n.stats[p.Name] = &PeerStats{}
 	}
 	slices.Sort(n.nodes)
@@ -280,8 +287,19 @@ func (n *Node) Receive(b Batch) (int, error) {
 			return 0, err
 		}
 	}
+	if ch, ok := n.heard[b.From]; ok {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 	n.mu.Lock()
 	applied, err := n.applyLocked(b.Events, b.From)
+	if err == nil {
+		if _, peer := n.outbox[b.From]; peer {
+			n.lastBatch[b.From] = time.Now()
+		}
+	}
 	changed := false
 	if applied > 0 {
 		for _, e := range b.Events {
@@ -298,6 +316,26 @@ func (n *Node) Receive(b Batch) (int, error) {
 		n.cfg.OnChange()
 	}
 	return applied, err
+}
+
+// InContact reports whether a majority of the cluster, this node included,
+// has been heard from within window, measured on this process's monotonic
+// clock: every peer sends a batch (its heartbeat at least) every heartbeat
+// interval, so a node that is cut off from most of its peers, or whose
+// process was stopped for longer than window, is not in contact until
+// their news has reached it again. Wall time plays no part: it is not the
+// cluster's clock that matters here but how long this process has gone
+// without hearing from it.
+func (n *Node) InContact(window time.Duration) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	heard := 1
+	for _, t := range n.lastBatch {
+		if time.Since(t) <= window {
+			heard++
+		}
+	}
+	return heard >= len(n.nodes)/2+1
 }
 
 // Handler serves the federation endpoint: POST a Batch, get
@@ -425,24 +463,43 @@ func (n *Node) checkLiveness() {
 }
 
 // deliverLoop sends a peer what it has not acknowledged, with backoff on
-// failure.
+// failure. A batch from the peer ends the backoff at once: a peer that
+// restarted must hear the cluster's news (epochs above all) before it
+// decides anything on its own, not up to a backoff later.
 func (n *Node) deliverLoop(ctx context.Context, p Peer) {
 	backoff := time.Duration(0)
 	for {
+		// While deliveries succeed, the peer's batches are no news.
+		var heard chan struct{}
+		if backoff > 0 {
+			heard = n.heard[p.Name]
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.wake[p.Name]:
+		case <-heard:
+			backoff = 0
 		case <-time.After(max(backoff, n.cfg.Heartbeat)):
 		}
 		if backoff > 0 {
 			select {
 			case <-ctx.Done():
 				return
+			case <-n.heard[p.Name]:
+				backoff = 0
 			case <-time.After(backoff):
 			}
 		}
 		if err := n.deliver(ctx, p); err != nil {
+			if backoff == 0 {
+				// Only a batch that arrives after this failure says the
+				// peer is back.
+				select {
+				case <-n.heard[p.Name]:
+				default:
+				}
+			}
 			backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
 			n.log.Debug("delivery failed", "peer", p.Name, "err", err, "backoff", backoff)
 			continue

@@ -260,3 +260,46 @@ func TestHandlerRefusesBadBatches(t *testing.T) {
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+// A node is in contact while it hears from a majority, itself included,
+// within the window on its own monotonic clock.
+func TestInContact(t *testing.T) {
+	dir := t.TempDir()
+	n, err := Open(Config{Node: "a", Peers: []Peer{{Name: "b", URL: "http://127.0.0.1:1"}, {Name: "c", URL: "http://127.0.0.1:1"}},
+		Path: filepath.Join(dir, "a.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	const window = 80 * time.Millisecond
+	if n.InContact(window) {
+		t.Fatal("in contact having heard nobody")
+	}
+	// A batch from someone who is not a peer does not count.
+	if _, err := n.Receive(Batch{From: "z", Events: []Event{hb("z", 1, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if n.InContact(window) {
+		t.Fatal("a stranger's batch counted")
+	}
+	if _, err := n.Receive(Batch{From: "b", Events: []Event{hb("b", 1, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if !n.InContact(window) {
+		t.Fatal("a and b are a majority of three")
+	}
+	time.Sleep(window + 20*time.Millisecond)
+	if n.InContact(window) {
+		t.Fatal("still in contact after the window with no news")
+	}
+	// Even a batch with nothing new is news of the peer.
+	if _, err := n.Receive(Batch{From: "c", Events: []Event{hb("c", 1, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Receive(Batch{From: "c", Events: []Event{hb("c", 1, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if !n.InContact(window) {
+		t.Fatal("c's batch did not count")
+	}
+}

@@ -140,15 +140,28 @@ func TestLivenessStreamTime(t *testing.T) {
 }
 
 func TestLivenessUnknownGrace(t *testing.T) {
-	nodes := []string{"a", "b"}
+	nodes := []string{"a", "b", "c"}
 	s := NewState()
 	s.Apply(hb("a", 1, 5000*ms))
 	if m := Assess(s, nodes, timing, 5000*ms); m["b"].Stale || m["b"].Heard {
 		t.Fatalf("b, never heard, right after start: %+v", m["b"])
 	}
-	s.Apply(hb("a", 2, 5600*ms))
-	if m := Assess(s, nodes, timing, 5000*ms); !m["b"].Stale || m["b"].Heard {
-		t.Fatalf("b, never heard, past the grace: %+v", m["b"])
+	// a alone, however long it waits, has heard no majority: it must not
+	// find the others stale (a restarted node that did would seize their
+	// addresses before catching up with their epochs).
+	s.Apply(hb("a", 2, 60_000*ms))
+	if m := Assess(s, nodes, timing, 5000*ms); m["b"].Stale || m["c"].Stale {
+		t.Fatalf("a alone made b or c stale: %+v", m)
+	}
+	// Once c is heard, a and c are a majority: b, never heard, is stale
+	// once the grace has passed on their time.
+	s.Apply(hb("c", 1, 5500*ms))
+	if m := Assess(s, nodes, timing, 5000*ms); m["b"].Stale {
+		t.Fatalf("b stale within the grace: %+v", m["b"])
+	}
+	s.Apply(hb("c", 2, 5600*ms))
+	if m := Assess(s, nodes, timing, 5000*ms); !m["b"].Stale || m["b"].Heard || m["c"].Stale {
+		t.Fatalf("b, never heard, past the grace: %+v", m)
 	}
 }
 

@@ -63,6 +63,12 @@ type Config struct {
 	// moved, right after it moved them and before anything is executed at
 	// the new epochs: the daemon publishes them to its peers then.
 	OnEpochs func(changed []capture.Key, epochs map[capture.Key]capture.EpochRecord)
+	// Ready, when set, is called at the start of every pass, before any
+	// input is read; the function it returns is the executor's Ready for
+	// the pass (see executor.Executor.Ready). Taking the snapshot first
+	// means that whatever made the node ready (news from its peers) is in
+	// the inputs the pass plans from.
+	Ready func() func() error
 	// Hooks interrupt a pass at chosen points, for crash tests.
 	Hooks Hooks
 }
@@ -142,6 +148,10 @@ func (l *Loop) Pass(ctx context.Context) (Report, error) { return l.PassAt(ctx, 
 func (l *Loop) PassAt(ctx context.Context, now time.Time) (Report, error) {
 	rep := Report{Now: now}
 	st := l.cfg.Store
+	l.exec.Ready = nil
+	if l.cfg.Ready != nil {
+		l.exec.Ready = l.cfg.Ready()
+	}
 	pools := l.cfg.Pools()
 	held, err := st.Held()
 	if err != nil {

@@ -76,6 +76,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		slog.Debug("read history", "file", file, "format", h.Format, "events", len(h.Events), "took", time.Since(start))
+		if h.TornLine > 0 {
+			fmt.Fprintf(stderr, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+				file, h.TornLine, len(h.Events))
+		}
 		r, err := lincheck.Check(context.Background(), file, h, opt)
 		if err != nil {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", err)

@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/ipfence/ipfence/internal/testenv"
 )
 
 func TestCloudsimBadFlags(t *testing.T) {
@@ -54,17 +56,6 @@ func TestCloudsimBadFlags(t *testing.T) {
 	if code, _, stderr := runCLI("cloudsim", "--help"); code != exitValid || !strings.Contains(stderr, "--nics string") {
 		t.Fatalf("--help: exit %d, %q", code, stderr)
 	}
-}
-
-// buildIpfence compiles the binary once per test that needs it.
-func buildIpfence(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ipfence")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // sim is a running cloudsim process.
@@ -157,7 +148,7 @@ func (s *sim) secondaries(nic string) []string {
 }
 
 func TestCloudsimEndToEnd(t *testing.T) {
-	bin := buildIpfence(t)
+	bin := testenv.Binary(t)
 	state := t.TempDir()
 	s := startSim(t, bin, "--nics", "eni-a,eni-b,eni-c", "--state", state, "--seed", "3")
 

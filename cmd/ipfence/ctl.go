@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +15,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/internal/jsonhttp"
 )
 
 func runCtl(args []string, stdout, stderr io.Writer) int {
@@ -110,38 +111,12 @@ type ctlClient struct {
 // do calls the API; an answer other than 200 is an error carrying the
 // node's message.
 func (c *ctlClient) do(method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+	err := jsonhttp.Do(context.Background(), c.http, method, c.base+path, body, out)
+	var se *jsonhttp.StatusError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s %s: %s: %s", method, path, se.Status, se.Message)
 	}
-	req, err := http.NewRequestWithContext(context.Background(), method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		json.Unmarshal(data, &e)
-		if e.Error == "" {
-			e.Error = strings.TrimSpace(string(data))
-		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
-	}
-	return json.Unmarshal(data, out)
+	return err
 }
 
 func printStatus(w io.Writer, st daemon.Status) {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ipfence/ipfence/internal/loopback"
 )
 
 func runDev(args []string, stdout, stderr io.Writer) int {
@@ -75,7 +76,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	if err := os.WriteFile(secret, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
 		return fail("%v", err)
 	}
-	ports, err := freePorts(*nodes)
+	ports, err := loopback.FreePorts(*nodes)
 	if err != nil {
 		return fail("choosing ports: %v", err)
 	}
@@ -164,28 +165,6 @@ func (c *devCluster) stopAll() {
 			return
 		}
 	}
-}
-
-// freePorts asks the kernel for n free loopback ports. Another program
-// could take one before a node binds it; for a development cluster that is
-// an acceptable race.
-func freePorts(n int) ([]int, error) {
-	var out []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // devConfig is node i's configuration: every node a member of one pool

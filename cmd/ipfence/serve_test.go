@@ -11,17 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// buildBinary builds ipfence into a temporary folder.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ipfence")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
+	"github.com/ipfence/ipfence/internal/testenv"
+)
 
 func TestServeBadConfig(t *testing.T) {
 	dir := t.TempDir()
@@ -75,7 +67,7 @@ func TestDevAndCtl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	bin := buildBinary(t)
+	bin := testenv.Binary(t)
 	dev := exec.Command(bin, "dev", "--nodes", "2", "--addresses", "2")
 	out, err := dev.StdoutPipe()
 	if err != nil {

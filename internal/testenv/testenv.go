@@ -5,10 +5,12 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -94,4 +96,36 @@ func Program(t testing.TB, names ...string) string {
 	}
 	Missing(t, "program %s on PATH", strings.Join(names, " or "))
 	return ""
+}
+
+// The ipfence binary, built once per test process.
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryErr  error
+)
+
+// Binary builds ./cmd/ipfence once per test process (without the race
+// detector: it runs as the system under test, in processes of its own) and
+// returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	root := RepoRoot(t)
+	binaryOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ipfence-bin-")
+		if err != nil {
+			binaryErr = err
+			return
+		}
+		binaryPath = filepath.Join(dir, "ipfence")
+		cmd := exec.Command("go", "build", "-o", binaryPath, "./cmd/ipfence")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binaryErr = fmt.Errorf("go build ./cmd/ipfence: %v\n%s", err, out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatal(binaryErr)
+	}
+	return binaryPath
 }

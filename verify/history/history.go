@@ -97,6 +97,12 @@ func (e Event) String() string {
 type History struct {
 	Format Format
 	Events []Event
+	// TornLine, when not 0, is the line of a JSON Lines history's last
+	// line, which had no newline and did not parse: a writer that died
+	// mid-write (the kernel may stop a write to a file between two pages
+	// when the writer is killed). The events before it are kept, and
+	// tools warn.
+	TornLine int
 }
 
 // Op is an invocation paired with its completion.

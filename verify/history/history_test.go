@@ -395,3 +395,27 @@ func TestCorpusReads(t *testing.T) {
 		}
 	}
 }
+
+// A JSON Lines history whose writer was killed mid-line ends in an
+// incomplete JSON text without a newline: the events before it are read
+// and the torn line is named. Anything else wrong stays an error.
+func TestTornLastLine(t *testing.T) {
+	good := `{"index":0,"type":"invoke","process":0,"f":"read","value":null}` + "\n" +
+		`{"index":1,"type":"ok","process":0,"f":"read","value":1}` + "\n"
+	h, err := Parse("h", []byte(good+`{"index":2,"type":"inv`), JSONL)
+	if err != nil || len(h.Events) != 2 || h.TornLine != 3 {
+		t.Fatalf("torn: %v %+v", err, h)
+	}
+	if h, err := Parse("h", []byte(good), JSONL); err != nil || h.TornLine != 0 {
+		t.Fatalf("whole: %v %+v", err, h)
+	}
+	for _, bad := range []string{
+		good + `{"index":2,"type":"inv` + "\n",          // cut, then a newline: not a torn write
+		good + `{"index":2,"type":"ok","process":"p1"}`, // complete, but wrong
+		`{"index":0,"type":"inv`,                        // nothing but a torn line
+	} {
+		if _, err := Parse("h", []byte(bad), JSONL); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

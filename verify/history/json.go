@@ -116,14 +116,17 @@ func describeToken(tok json.Token) string {
 	return fmt.Sprintf("%v", tok)
 }
 
-// readJSONL reads one event object per line; blank lines are skipped.
-func readJSONL(data []byte) ([]Event, error) {
+// readJSONL reads one event object per line; blank lines are skipped. A
+// last line with no newline that is not even complete JSON is torn (see
+// History.TornLine): its line number is returned and it is left out.
+func readJSONL(data []byte) ([]Event, int, error) {
 	r := &jsonReader{data: data, li: newLineIndex(data)}
 	var events []Event
 	off := 0
 	for off < len(data) {
 		end := bytes.IndexByte(data[off:], '\n')
-		if end < 0 {
+		last := end < 0
+		if last {
 			end = len(data)
 		} else {
 			end += off
@@ -134,17 +137,23 @@ func readJSONL(data []byte) ([]Event, error) {
 			dec.UseNumber()
 			e, err := r.object(dec, off, int64(len(events)))
 			if err != nil {
-				return nil, err
+				// Only an incomplete JSON text is torn: a whole
+				// object with a bad field is bad input like any other.
+				if last && len(events) > 0 && !json.Valid(line) {
+					l, _ := r.li.pos(off)
+					return events, l, nil
+				}
+				return nil, 0, err
 			}
 			if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
 				l, c := r.li.pos(off + int(dec.InputOffset()) + bytes.Index(line[dec.InputOffset():], rest))
-				return nil, &InputError{Line: l, Col: c, Msg: "unexpected text after the event object (JSON Lines holds one object per line)"}
+				return nil, 0, &InputError{Line: l, Col: c, Msg: "unexpected text after the event object (JSON Lines holds one object per line)"}
 			}
 			events = append(events, e)
 		}
 		off = end + 1
 	}
-	return events, nil
+	return events, 0, nil
 }
 
 // readJSONArray reads a JSON array of event objects.

@@ -87,9 +87,10 @@ func Parse(name string, data []byte, format Format) (*History, error) {
 	}
 	var events []Event
 	var err error
+	torn := 0
 	switch format {
 	case JSONL:
-		events, err = readJSONL(data)
+		events, torn, err = readJSONL(data)
 	case JSON:
 		events, err = readJSONArray(data)
 	case EDN:
@@ -112,7 +113,7 @@ func Parse(name string, data []byte, format Format) (*History, error) {
 		}
 		return nil, &InputError{File: name, Msg: err.Error()}
 	}
-	return &History{Format: format, Events: events}, nil
+	return &History{Format: format, Events: events, TornLine: torn}, nil
 }
 
 // Detect guesses a history's format from its first meaningful characters:

@@ -1,6 +1,7 @@
 // Package model holds the sequential specifications that histories are
 // checked against: registers, a compare-and-set register, multi-registers,
-// a key-value store, a mutex, a set and a FIFO queue. A model compiles the
+// a key-value store, a mutex, a set, a FIFO queue and the capture owner of
+// mobile addresses with its fencing epoch. A model compiles the
 // operations of a history into partitions of integer-coded operations for
 // the linear checker; the values themselves never reach the search.
 package model
@@ -68,6 +69,7 @@ var models = []Model{
 	mutexModel{},
 	setModel{},
 	queueModel{},
+	captureModel{},
 }
 
 // Names lists the model names.

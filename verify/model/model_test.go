@@ -201,7 +201,7 @@ func TestCompileErrors(t *testing.T) {
 			t.Errorf("%s %s: got %v, want %q", c.model, c.history, err, c.want)
 		}
 	}
-	if _, err := Lookup("knossos"); err == nil || err.Error() != `unknown model "knossos"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue` {
+	if _, err := Lookup("knossos"); err == nil || err.Error() != `unknown model "knossos"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue, capture-owner` {
 		t.Errorf("Lookup: %v", err)
 	}
 }
@@ -259,6 +259,32 @@ var references = map[string]reference{
 			return q[1:], o.Pending() || fmt.Sprint(o.Output) == q[:1]
 		},
 	},
+	"capture-owner": {
+		init: func() any { return capRef{} },
+		step: func(s any, o *history.Op) (any, bool) {
+			st := s.(capRef)
+			in := o.Input.(map[string]history.Value)
+			if o.F == "read" {
+				if o.Pending() {
+					return st, true
+				}
+				h, _ := o.Output.(map[string]history.Value)["holder"].(string)
+				return st, h == st.holder
+			}
+			nic, epoch := in["nic"].(string), in["epoch"].(int64)
+			if epoch < st.epoch {
+				return st, false
+			}
+			switch {
+			case o.F == "assign":
+				st.holder = nic
+			case o.F == "unassign" && st.holder == nic:
+				st.holder = ""
+			}
+			st.epoch = epoch
+			return st, true
+		},
+	},
 	"mutex": {
 		init: func() any { return false },
 		step: func(s any, o *history.Op) (any, bool) {
@@ -269,6 +295,12 @@ var references = map[string]reference{
 			return false, held
 		},
 	},
+}
+
+// capRef is the capture owner's reference state.
+type capRef struct {
+	holder string
+	epoch  int64
 }
 
 // bruteForce tries every real-time-respecting order, pending ops anywhere
@@ -347,6 +379,11 @@ func randomOps(r *rand.Rand, modelName string, n int) []history.Event {
 				}
 			case "mutex":
 				e = history.Event{F: []string{"acquire", "release"}[r.IntN(2)]}
+			case "capture-owner":
+				e = history.Event{F: []string{"read", "assign", "unassign", "forward"}[r.IntN(4)], Value: map[string]history.Value{"address": "a"}}
+				if e.F != "read" {
+					e.Value = map[string]history.Value{"address": "a", "nic": []string{"n1", "n2"}[r.IntN(2)], "epoch": int64(r.IntN(3))}
+				}
 			}
 			e.Process, e.Type = history.Process(p), history.Invoke
 			open[p] = e
@@ -374,7 +411,9 @@ func randomOps(r *rand.Rand, modelName string, n int) []history.Event {
 		case x == 1:
 			c.Type = history.Fail
 		}
-		if c.Type == history.OK && (inv.F == "read" || inv.F == "dequeue") {
+		if c.Type == history.OK && inv.F == "read" && modelName == "capture-owner" {
+			c.Value = map[string]history.Value{"address": "a", "holder": []history.Value{nil, "n1", "n2"}[r.IntN(3)]}
+		} else if c.Type == history.OK && (inv.F == "read" || inv.F == "dequeue") {
 			if r.IntN(4) == 0 {
 				c.Value = nil
 			} else {

@@ -1,0 +1,221 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/gen"
+	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/linear"
+)
+
+const sec = int64(time.Second)
+
+// rec builds a record entry at t seconds on the history's clock (the run's
+// StartMono is 1000s).
+func rec(t float64, call, nic, addr string, epoch uint64, from string) mutationRecord {
+	return mutationRecord{Mono: 1000*sec + int64(t*float64(sec)), Call: call, NIC: nic, Address: addr, Epoch: epoch, From: from}
+}
+
+func run(t *testing.T, events []history.Event) *checker.Run {
+	t.Helper()
+	for i := range events {
+		events[i].Index = int64(i)
+	}
+	r, err := checker.NewRun("capture", events, "", 1000*sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestSingleHolder(t *testing.T) {
+	ok := &collected{mutations: []mutationRecord{
+		rec(1, "assign-secondary-ip", "eni-n1", "a", 1, ""),
+		rec(2, "assign-secondary-ip", "eni-n2", "a", 2, "eni-n1"),
+		rec(3, "unassign-secondary-ip", "eni-n2", "a", 3, ""),
+	}}
+	res := singleHolder(ok).Check(context.Background(), run(t, nil))
+	if res.Valid != linear.True || res.Fields["dual_holder_ms"] != 0.0 {
+		t.Fatalf("%+v", res)
+	}
+	// A provider that put a on n2 without taking it off n1 (a broken
+	// simulator or driver): two holders from 2s until n1's unassign at 3.5s.
+	bad := &collected{mutations: []mutationRecord{
+		rec(1, "assign-secondary-ip", "eni-n1", "a", 1, ""),
+		rec(2, "assign-secondary-ip", "eni-n2", "a", 2, ""),
+		rec(3.5, "unassign-secondary-ip", "eni-n1", "a", 2, ""),
+		rec(4, "assign-secondary-ip", "eni-n3", "b", 1, ""),
+		rec(5, "assign-secondary-ip", "eni-n1", "b", 1, ""),
+	}}
+	res = singleHolder(bad).Check(context.Background(), run(t, nil))
+	// b is on two NICs from 5s to the end of the record (5s): 0 ms more.
+	if res.Valid != linear.False || res.Fields["dual_holder_ms"] != 1500.0 || res.Fields["dual_holder_episodes"] != 2 {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestFence(t *testing.T) {
+	col := &collected{mutations: []mutationRecord{
+		rec(1, "assign-secondary-ip", "eni-n1", "a", 1, ""),
+		rec(2, "assign-secondary-ip", "eni-n2", "a", 3, "eni-n1"),
+		rec(2.5, "ensure-forwarding-enabled", "eni-n2", "a", 3, ""),
+		rec(3, "unassign-secondary-ip", "eni-n1", "a", 2, ""), // stale: 2 after 3
+		rec(4, "assign-secondary-ip", "eni-n1", "b", 7, ""),
+		rec(5, "ensure-forwarding-disabled", "eni-n3", "b", 6, ""), // stale
+	}}
+	res := fence(col).Check(context.Background(), run(t, nil))
+	ex := res.Fields["examples"].([]string)
+	if res.Valid != linear.False || res.Fields["stale_actions_executed"] != 2 || len(ex) != 2 ||
+		ex[0] != "mutation 3 at 3.000s: unassign-secondary-ip a on eni-n1 at epoch 2, after epoch 3" {
+		t.Fatalf("%+v", res)
+	}
+	col.mutations = col.mutations[:3]
+	if res := fence(col).Check(context.Background(), run(t, nil)); res.Valid != linear.True || res.Fields["stale_actions_executed"] != 0 {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func nem(f string, typ history.Type, v history.Value, t float64) history.Event {
+	return history.Event{Process: history.Nemesis, Type: typ, F: f, Value: v, Time: int64(t * float64(sec))}
+}
+
+func TestFailover(t *testing.T) {
+	events := []history.Event{
+		nem("start-kill", history.Invoke, map[string]any{"node": "n1"}, 10), nem("start-kill", history.Info, "n1", 10.01),
+		nem("stop-kill", history.Invoke, nil, 14), nem("stop-kill", history.Info, "restarted n1", 14.1),
+		// A pause of n2 that heals before anyone gives up on it.
+		nem("start-pause", history.Invoke, map[string]any{"node": "n2"}, 20), nem("start-pause", history.Info, "n2", 20),
+		nem("stop-pause", history.Invoke, nil, 20.3), nem("stop-pause", history.Info, "resumed n2", 20.3),
+		// Halves: not a fault that names a holder to take out.
+		nem("start-partition", history.Invoke, map[string]any{"shape": "halves"}, 30), nem("start-partition", history.Info, "halves", 30),
+		nem("stop-partition", history.Invoke, nil, 34), nem("stop-partition", history.Info, "healed", 34),
+	}
+	col := &collected{mutations: []mutationRecord{
+		rec(1, "assign-secondary-ip", "eni-n1", "a", 1, ""),
+		rec(1, "assign-secondary-ip", "eni-n1", "b", 1, ""),
+		rec(10.7, "assign-secondary-ip", "eni-n2", "a", 2, "eni-n1"),
+		rec(10.9, "assign-secondary-ip", "eni-n2", "b", 2, "eni-n1"),
+		rec(31, "assign-secondary-ip", "eni-n3", "a", 3, "eni-n2"),
+	}}
+	res := failover(col).Check(context.Background(), run(t, events))
+	if res.Fields["failovers"] != 2 || res.Fields["healed_before_failover"] != 2 ||
+		fmt.Sprintf("%.2f %.2f %.2f", res.Fields["median_s"], res.Fields["p99_s"], res.Fields["max_s"]) != "0.70 0.90 0.90" {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestConvergence(t *testing.T) {
+	events := []history.Event{
+		nem("stop-kill", history.Invoke, nil, 50), nem("stop-kill", history.Info, "restarted n1", 50.5),
+	}
+	col := &collected{converged: true, bound: 30 * time.Second, mutations: []mutationRecord{
+		rec(40, "assign-secondary-ip", "eni-n2", "a", 2, "eni-n1"),
+		rec(51.25, "assign-secondary-ip", "eni-n1", "a", 3, "eni-n2"),
+		rec(52, "ensure-forwarding-disabled", "eni-n2", "a", 3, ""),
+	}}
+	res := convergence(col).Check(context.Background(), run(t, events))
+	if res.Valid != linear.True || res.Fields["convergence_s"] != 0.75 || res.Fields["heal_s"] != 50.5 {
+		t.Fatalf("%+v", res)
+	}
+	col.converged = false
+	if res := convergence(col).Check(context.Background(), run(t, events)); res.Valid != linear.False {
+		t.Fatalf("%+v", res)
+	}
+}
+
+// The merged history puts each mutation after every client event recorded
+// by its time, and the capture-owner model judges it.
+func TestOwnerHistory(t *testing.T) {
+	read := func(p history.Process, typ history.Type, holder any, t float64) history.Event {
+		v := map[string]history.Value{"address": "a"}
+		if typ == history.OK {
+			v["holder"] = holder
+		}
+		return history.Event{Process: p, Type: typ, F: "read", Value: v, Time: int64(t * float64(sec))}
+	}
+	events := []history.Event{
+		read(0, history.Invoke, nil, 0.5), read(0, history.OK, nil, 0.6),
+		read(1, history.Invoke, nil, 1.5), read(1, history.OK, "eni-n1", 2.5),
+		{Process: 2, Type: history.Invoke, F: "drain", Value: map[string]history.Value{"node": "n1"}, Time: 3 * sec},
+		{Process: 2, Type: history.OK, F: "drain", Value: map[string]history.Value{"node": "n1"}, Time: 3 * sec},
+	}
+	col := &collected{mutations: []mutationRecord{rec(2, "assign-secondary-ip", "eni-n1", "a", 1, "")}}
+	merged, err := ownerHistory(col)(run(t, slices.Clone(events)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range merged {
+		got = append(got, fmt.Sprintf("%d %s %s", e.Process, e.Type, e.F))
+	}
+	want := "0 invoke read|0 ok read|1 invoke read|1099511627776 invoke assign|1099511627776 ok assign|1 ok read"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("merged %s", strings.Join(got, "|"))
+	}
+	lin := checker.Linearizable(checker.LinearOptions{Model: mustModel("capture-owner"), History: ownerHistory(col)})
+	if res := lin.Check(context.Background(), run(t, slices.Clone(events))); res.Valid != linear.True {
+		t.Fatalf("%+v", res)
+	}
+	// The same reads, with the mutation a second earlier: the first read
+	// missed a completed assign.
+	col.mutations[0] = rec(0.2, "assign-secondary-ip", "eni-n1", "a", 1, "")
+	if res := lin.Check(context.Background(), run(t, slices.Clone(events))); res.Valid != linear.False {
+		t.Fatalf("%+v", res)
+	}
+}
+
+// flaps drains a node and undrains the same node flapBack later, every
+// flapEvery, seeded.
+func TestFlaps(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3"}
+	sched := func(seed uint64) []string {
+		var out []string
+		for _, e := range gen.Simulate(gen.TimeLimit(13500*time.Millisecond, gen.Clients(flaps(seed, nodes))), 2,
+			func(gen.Op) time.Duration { return 5 * time.Millisecond }, time.Minute) {
+			if e.Kind == gen.Invoked {
+				out = append(out, fmt.Sprintf("%v %s %v", e.Time, e.F, e.Value.(map[string]any)["node"]))
+			}
+		}
+		return out
+	}
+	a := sched(1)
+	if len(a) != 8 || !slices.Equal(a, sched(1)) || slices.Equal(a, sched(5)) {
+		t.Fatalf("schedule %v", a)
+	}
+	for i := 0; i < len(a); i += 2 {
+		d, u := strings.Fields(a[i]), strings.Fields(a[i+1])
+		if d[1] != "drain" || u[1] != "undrain" || d[2] != u[2] {
+			t.Fatalf("pair %d: %v / %v", i/2, d, u)
+		}
+		dt, _ := time.ParseDuration(d[0])
+		ut, _ := time.ParseDuration(u[0])
+		if ut-dt != flapBack || dt != time.Duration(i/2+1)*flapEvery {
+			t.Fatalf("pair %d at %v and %v", i/2, dt, ut)
+		}
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{Binary: "x", Nodes: 1}, "--nodes must be from 2 to 9, not 1"},
+		{Options{Binary: "x", Concurrency: -1}, "--concurrency must be from 1 to 1000, not -1"},
+		{Options{Binary: "x", TimeLimit: time.Second}, "--time-limit must be at least 10s"},
+		{Options{Binary: "x", Nemesis: []string{"meteor"}}, `--nemesis: unknown fault "meteor"; valid: partition,pause,kill,clock,provider`},
+		{Options{}, "no ipfence binary"},
+	}
+	for _, c := range cases {
+		_, err := Run(context.Background(), c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/ipfence/ipfence/capture/provider/aws"
+	"github.com/ipfence/ipfence/internal/jsonhttp"
+	"github.com/ipfence/ipfence/verify/harness"
+)
+
+// opTimeout bounds one client operation: past it the operation is info.
+const opTimeout = 3 * time.Second
+
+// client runs the capture workload's operations for one process:
+//
+//	read     {"address": A} → {"address": A, "holder": NIC or nil}: where the
+//	         provider says A is, through the EC2 API (the AWS SDK and the
+//	         driver the nodes use)
+//	drain    {"node": N}, sent to the client's node: N must give up its
+//	         addresses
+//	undrain  {"node": N}, likewise: N may take them back
+//	status   the client's node's view: {"node", "stale": [...], "drained": [...]}
+type client struct {
+	c    *cluster
+	node string
+	ec2  *aws.Driver
+}
+
+func (cl *client) Open(ctx context.Context, node string) (harness.Client, error) {
+	d, err := aws.New(ctx, aws.Options{
+		Region: "us-east-1", Endpoint: cl.c.sim,
+		Credentials: credentials.NewStaticCredentialsProvider("harness", "harness", ""),
+		// One attempt: a read that fails changed nothing and is recorded
+		// as fail; retrying here would only hide the provider's faults.
+		ReadAttempts: 1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &client{c: cl.c, node: node, ec2: d}, nil
+}
+
+func (cl *client) Setup(context.Context) error    { return nil }
+func (cl *client) Teardown(context.Context) error { return nil }
+func (cl *client) Close(context.Context) error    { return nil }
+
+func (cl *client) Invoke(ctx context.Context, op harness.Op) harness.Completion {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	switch op.F {
+	case "read":
+		a, _ := op.Value.(map[string]any)["address"].(string)
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			return harness.Fail(op.Value, fmt.Sprintf("bad address %q", a))
+		}
+		obs, err := cl.ec2.Describe(ctx, addr)
+		if err != nil {
+			// A read changes nothing, so a failed one certainly did not
+			// happen.
+			return harness.Fail(op.Value, err.Error())
+		}
+		var holder any
+		if obs.NIC != "" {
+			holder = obs.NIC
+		}
+		return harness.OK(map[string]any{"address": a, "holder": holder})
+	case "drain", "undrain":
+		n, _ := op.Value.(map[string]any)["node"].(string)
+		if !slices.Contains(cl.c.nodes, n) {
+			return harness.Fail(op.Value, fmt.Sprintf("no node %q", n))
+		}
+		err := cl.c.post(ctx, cl.node, "/v1/members/"+n+"/"+op.F, nil)
+		var refused *jsonhttp.StatusError
+		switch {
+		case err == nil:
+			return harness.OK(op.Value)
+		case errors.Is(err, syscall.ECONNREFUSED):
+			// Nothing listened: the request never reached a node.
+			return harness.Fail(op.Value, err.Error())
+		case errors.As(err, &refused) && refused.Code >= 400 && refused.Code < 500:
+			// The node refused it: not recorded.
+			return harness.Fail(op.Value, err.Error())
+		}
+		return harness.Info(op.Value, err.Error())
+	case "status":
+		st, err := cl.c.status(ctx, cl.node)
+		if err != nil {
+			return harness.Fail(op.Value, err.Error())
+		}
+		stale, drained := []any{}, []any{}
+		for _, m := range st.Members {
+			if m.Stale {
+				stale = append(stale, m.Node)
+			}
+			if m.Drained {
+				drained = append(drained, m.Node)
+			}
+		}
+		return harness.OK(map[string]any{"node": st.Node, "stale": stale, "drained": drained})
+	}
+	return harness.Fail(op.Value, "unknown operation "+op.F)
+}

@@ -1,0 +1,406 @@
+package suite
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ipfence/ipfence/capture/auth"
+	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/internal/jsonhttp"
+	"github.com/ipfence/ipfence/internal/loopback"
+	"github.com/ipfence/ipfence/verify/netfault"
+)
+
+// Timing of the nodes under test: fast enough that a 60 s run sees many
+// failovers, slow enough for two cores under the race detector.
+const (
+	reconcileInterval = 500 * time.Millisecond
+	heartbeatInterval = 200 * time.Millisecond
+	heartbeatTTL      = 600 * time.Millisecond
+	// deprovisionHold keeps a vacating node's release waiting; a drain
+	// that is undone within it leaves a stale release behind, which only
+	// the fence stops from running.
+	deprovisionHold = 2 * time.Second
+	startTimeout    = 30 * time.Second
+)
+
+// cluster is the system under test: the cloud simulator and the nodes, each
+// a process of the ipfence binary, on loopback or in network namespaces.
+type cluster struct {
+	bin       string
+	dir       string // the run's folder: configs, data, logs
+	nodes     []string
+	addrs     []netip.Addr
+	unfenced  bool
+	secret    []byte
+	sim       string // the simulator's URL
+	simCmd    *exec.Cmd
+	endpoints map[string]string // node → its API URL, as the harness reaches it
+	listens   map[string]string // node → host:port it listens on
+	mesh      *netfault.Mesh
+	ns        *netfault.Netns
+	http      *http.Client
+
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+	logs  map[string]*os.File
+}
+
+// nic is node's NIC at the simulator.
+func nic(node string) string { return "eni-" + node }
+
+// nodeOf maps a NIC back to its node; "" for none.
+func nodeOf(nicID string) string { return strings.TrimPrefix(nicID, "eni-") }
+
+// clusterOptions say how to build a cluster.
+type clusterOptions struct {
+	bin      string
+	dir      string
+	nodes    int
+	addrs    int
+	unfenced bool
+	netns    bool
+}
+
+// startCluster starts the simulator and the nodes and waits until every
+// node serves. On error it stops whatever it started.
+func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error) {
+	c = &cluster{bin: o.bin, dir: o.dir, unfenced: o.unfenced, endpoints: map[string]string{}, listens: map[string]string{},
+		procs: map[string]*exec.Cmd{}, logs: map[string]*os.File{}}
+	defer func() {
+		if err != nil {
+			c.stop()
+		}
+	}()
+	for i := range o.nodes {
+		c.nodes = append(c.nodes, fmt.Sprintf("n%d", i+1))
+	}
+	for i := range o.addrs {
+		c.addrs = append(c.addrs, netip.AddrFrom4([4]byte{10, 0, 1, byte(10 + i)}))
+	}
+	c.secret = []byte(strings.Repeat("harness-secret-", 3))
+	if err := os.WriteFile(filepath.Join(c.dir, "secret"), c.secret, 0o600); err != nil {
+		return c, err
+	}
+	signer := &auth.Signer{Secret: c.secret, Node: "harness"}
+	c.http = &http.Client{Timeout: 5 * time.Second, Transport: signer.Transport(&http.Transport{MaxIdleConnsPerHost: 16})}
+
+	simListen := "127.0.0.1:0"
+	if o.netns {
+		if c.ns, err = netfault.NewNetns(fmt.Sprintf("ipf%d", os.Getpid()%100000), c.nodes); err != nil {
+			return c, err
+		}
+		simListen = net.JoinHostPort(c.ns.HostIP(), "0")
+	}
+	nics := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		nics[i] = nic(n)
+	}
+	simURL, cmd, err := c.spawn(ctx, "cloudsim", nil, "cloudsim", "--listen", simListen, "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
+	if err != nil {
+		return c, err
+	}
+	c.sim, c.simCmd = simURL, cmd
+
+	// Where each node listens, and the address every other node dials to
+	// reach it: through the harness's proxy for that link, or directly in
+	// namespaces (where nftables cuts the links).
+	peerAddr := map[[2]string]string{}
+	if c.ns != nil {
+		for _, n := range c.nodes {
+			c.listens[n] = net.JoinHostPort(c.ns.IP(n), "7000")
+			c.endpoints[n] = "http://" + c.listens[n]
+		}
+		for _, a := range c.nodes {
+			for _, b := range c.nodes {
+				peerAddr[[2]string{a, b}] = c.listens[b]
+			}
+		}
+	} else {
+		ports, err := loopback.FreePorts(len(c.nodes))
+		if err != nil {
+			return c, err
+		}
+		targets := map[string]string{}
+		for i, n := range c.nodes {
+			c.listens[n] = "127.0.0.1:" + strconv.Itoa(ports[i])
+			c.endpoints[n] = "http://" + c.listens[n]
+			targets[n] = c.listens[n]
+		}
+		if c.mesh, err = netfault.NewMesh(targets); err != nil {
+			return c, err
+		}
+		for _, a := range c.nodes {
+			for _, b := range c.nodes {
+				if a != b {
+					peerAddr[[2]string{a, b}] = c.mesh.Addr(a, b)
+				}
+			}
+		}
+	}
+	for _, n := range c.nodes {
+		if err := os.WriteFile(c.configPath(n), []byte(c.config(n, peerAddr)), 0o600); err != nil {
+			return c, err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := c.startNode(ctx, n); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func (c *cluster) configPath(n string) string { return filepath.Join(c.dir, n+".yaml") }
+
+// config is node n's configuration: every node alike but for its name,
+// listen address, data and peers.
+func (c *cluster) config(n string, peerAddr map[[2]string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "node: %s\nlisten: %s\ndata_dir: %s\npeers:\n", n, c.listens[n], filepath.Join(c.dir, "data", n))
+	for _, p := range c.nodes {
+		if p != n {
+			fmt.Fprintf(&b, "  - name: %s\n    url: http://%s\n", p, peerAddr[[2]string{n, p}])
+		}
+	}
+	fmt.Fprintf(&b, "federation:\n  secret_file: %s\nproviders:\n  sim:\n    type: cloudsim\n    endpoint: %s\n",
+		filepath.Join(c.dir, "secret"), c.sim)
+	b.WriteString("pools:\n  - name: web\n    provider: sim\n    group: g1\n    addresses: [")
+	for i, a := range c.addrs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.String())
+	}
+	b.WriteString("]\n    members:\n")
+	for i, m := range c.nodes {
+		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: %s}\n", m, i+1, nic(m))
+	}
+	b.WriteString("approval:\n  auto: true\n  providers: [\"*\"]\n  kinds: [\"*\"]\n  cidrs: [\"10.0.0.0/16\"]\n  max_per_run: 100000\n")
+	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n  deprovision_hold: %s\n",
+		reconcileInterval, heartbeatInterval, heartbeatTTL, deprovisionHold)
+	return b.String()
+}
+
+// spawn starts the binary (in node's namespace, when there is one) with
+// its output appended to logs/<name>.log, and returns the URL its
+// "listening on" line names.
+func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, args ...string) (string, *exec.Cmd, error) {
+	var cmd *exec.Cmd
+	if nodeNS != nil && c.ns != nil {
+		cmd = c.ns.Command(*nodeNS, c.bin, args...)
+	} else {
+		cmd = exec.Command(c.bin, args...)
+	}
+	cmd.Dir = c.dir
+	// Own process group: a Ctrl-C at the terminal goes to the harness,
+	// which heals and stops the nodes itself; a node must not die of it
+	// halfway through the heal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.mu.Lock()
+	logf := c.logs[name]
+	if logf == nil {
+		var err error
+		logf, err = os.OpenFile(filepath.Join(c.dir, "logs", name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			c.mu.Unlock()
+			return "", nil, err
+		}
+		c.logs[name] = logf
+	}
+	c.mu.Unlock()
+	cmd.Stderr = logf
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(pipe)
+		line, err := r.ReadString('\n')
+		if err != nil {
+			close(lines)
+			return
+		}
+		lines <- line
+		io.Copy(logf, r)
+	}()
+	select {
+	case line, ok := <-lines:
+		if ok && strings.HasPrefix(line, "listening on ") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), cmd, nil
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		return "", nil, fmt.Errorf("%s did not start (first line %q); see %s", name, line, logf.Name())
+	case <-time.After(startTimeout):
+	case <-ctx.Done():
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	return "", nil, fmt.Errorf("%s did not start within %v; see %s", name, startTimeout, logf.Name())
+}
+
+// startNode starts node n and waits until it answers.
+func (c *cluster) startNode(ctx context.Context, n string) error {
+	args := []string{"serve", "--config", c.configPath(n), "--test-endpoints", "--log-level", "info"}
+	if c.unfenced {
+		args = append(args, "--unsafe-disable-fence")
+	}
+	_, cmd, err := c.spawn(ctx, n, &n, args...)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.procs[n] = cmd
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *cluster) proc(n string) (*exec.Cmd, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.procs[n]
+	if p == nil {
+		return nil, fmt.Errorf("node %s is not running", n)
+	}
+	return p, nil
+}
+
+// Pause stops node n with SIGSTOP.
+func (c *cluster) Pause(n string) error {
+	p, err := c.proc(n)
+	if err != nil {
+		return err
+	}
+	return p.Process.Signal(syscall.SIGSTOP)
+}
+
+// Resume continues node n with SIGCONT; a node that is not running is
+// already as resumed as it gets.
+func (c *cluster) Resume(n string) error {
+	p, err := c.proc(n)
+	if err != nil {
+		return nil
+	}
+	return p.Process.Signal(syscall.SIGCONT)
+}
+
+// Kill kills node n with SIGKILL and reaps it.
+func (c *cluster) Kill(n string) error {
+	c.mu.Lock()
+	p := c.procs[n]
+	delete(c.procs, n)
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("node %s is not running", n)
+	}
+	if err := p.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	p.Wait()
+	return nil
+}
+
+// Restart starts node n again, with the same configuration and state.
+func (c *cluster) Restart(ctx context.Context, n string) error {
+	if _, err := c.proc(n); err == nil {
+		return nil // running already
+	}
+	return c.startNode(ctx, n)
+}
+
+// SetOffset moves node n's clock by offset through its test endpoint.
+func (c *cluster) SetOffset(ctx context.Context, n string, offset time.Duration) error {
+	return c.post(ctx, n, "/v1/test/clock", map[string]string{"offset": offset.String()})
+}
+
+// post sends a signed POST to node n's API.
+func (c *cluster) post(ctx context.Context, n, path string, body any) error {
+	return jsonhttp.Do(ctx, c.http, http.MethodPost, c.endpoints[n]+path, body, nil)
+}
+
+// status reads node n's status.
+func (c *cluster) status(ctx context.Context, n string) (daemon.Status, error) {
+	var st daemon.Status
+	err := jsonhttp.Do(ctx, c.http, http.MethodGet, c.endpoints[n]+"/v1/status", nil, &st)
+	return st, err
+}
+
+// mutationRecord is a simulator record entry as the admin API shows it.
+type mutationRecord struct {
+	Mono    int64  `json:"mono"`
+	Call    string `json:"call"`
+	NIC     string `json:"nic"`
+	Address string `json:"address"`
+	Epoch   uint64 `json:"epoch"`
+	From    string `json:"from"`
+	Enabled bool   `json:"enabled"`
+}
+
+// simGet reads a simulator admin path into out.
+func (c *cluster) simGet(ctx context.Context, path string, out any) error {
+	return jsonhttp.Do(ctx, http.DefaultClient, http.MethodGet, c.sim+path, nil, out)
+}
+
+// simSend sends a simulator admin request with a JSON body.
+func (c *cluster) simSend(ctx context.Context, method, path string, body any) error {
+	return jsonhttp.Do(ctx, http.DefaultClient, method, c.sim+path, body, nil)
+}
+
+// stop stops every process (nodes first, with SIGCONT in case they are
+// paused), closes the network, and the logs.
+func (c *cluster) stop() {
+	c.mu.Lock()
+	procs := c.procs
+	c.procs = map[string]*exec.Cmd{}
+	c.mu.Unlock()
+	var all []*exec.Cmd
+	for _, p := range procs {
+		all = append(all, p)
+	}
+	if c.simCmd != nil {
+		all = append(all, c.simCmd)
+	}
+	for _, p := range all {
+		p.Process.Signal(syscall.SIGCONT)
+		p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range all {
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			p.Process.Kill()
+			<-done
+		}
+	}
+	if c.mesh != nil {
+		c.mesh.Close()
+	}
+	if c.ns != nil {
+		c.ns.Close()
+	}
+	c.mu.Lock()
+	for _, f := range c.logs {
+		f.Close()
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,431 @@
+// Package suite is the Jepsen-style test of ipfence's capture: the cloud
+// simulator and N `ipfence serve` nodes run as real processes (on loopback,
+// with the harness's proxies on every node-to-node link, or in network
+// namespaces), clients drain and undrain members and read where the
+// provider says each address is, a nemesis partitions, pauses, kills and
+// restarts nodes, skews and strobes their clocks and breaks the provider,
+// and the checkers judge: a single holder at every instant, no stale
+// action executed (the fence), convergence after the final heal, failover
+// latency, and linearizability of the provider's address register against
+// the capture-owner model.
+//
+// `ipfence test capture` runs it; the planted bug, --unsafe-disable-fence,
+// must make it report invalid.
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/gen"
+	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/model"
+	"github.com/ipfence/ipfence/verify/nemesis"
+	"github.com/ipfence/ipfence/verify/netfault"
+)
+
+// Nemeses are the fault kinds the test knows, in the order --nemesis lists
+// them.
+var Nemeses = []string{"partition", "pause", "kill", "clock", "provider"}
+
+// Options configure a run. The zero values of the numbers take the
+// defaults of `ipfence test capture`.
+type Options struct {
+	// Binary is the ipfence executable that runs the simulator and the
+	// nodes.
+	Binary string
+	// Nodes (default 3), Addresses (default 4) and Concurrency (client
+	// threads, default 2 per node).
+	Nodes, Addresses, Concurrency int
+	// TimeLimit is the whole run, the final recovery included (default
+	// 60s).
+	TimeLimit time.Duration
+	// Nemesis are the fault kinds to inject (nil: none).
+	Nemesis []string
+	// Seed seeds the generators: the same seed gives the same operations
+	// and faults.
+	Seed uint64
+	// Store is the store's root folder (default "store").
+	Store string
+	// Netns runs the nodes in network namespaces with nftables partitions
+	// (root) instead of behind proxies.
+	Netns bool
+	// UnsafeDisableFence starts the nodes with the planted bug.
+	UnsafeDisableFence bool
+	// Command is the command line to write beside the history.
+	Command []string
+	// Progress and TTY: where the progress goes, and whether it is a
+	// terminal.
+	Progress io.Writer
+	TTY      bool
+}
+
+func (o *Options) defaults() error {
+	if o.Nodes == 0 {
+		o.Nodes = 3
+	}
+	if o.Addresses == 0 {
+		o.Addresses = 4
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 2 * o.Nodes
+	}
+	if o.TimeLimit == 0 {
+		o.TimeLimit = 60 * time.Second
+	}
+	if o.Store == "" {
+		o.Store = "store"
+	}
+	switch {
+	case o.Nodes < 2 || o.Nodes > 9:
+		return fmt.Errorf("--nodes must be from 2 to 9, not %d", o.Nodes)
+	case o.Addresses < 1 || o.Addresses > 200:
+		return fmt.Errorf("addresses must be from 1 to 200, not %d", o.Addresses)
+	case o.Concurrency < 1 || o.Concurrency > 1000:
+		return fmt.Errorf("--concurrency must be from 1 to 1000, not %d", o.Concurrency)
+	case o.TimeLimit < 10*time.Second:
+		return fmt.Errorf("--time-limit must be at least 10s (the run ends with %v of recovery), not %v", recovery(o.TimeLimit), o.TimeLimit)
+	case o.Binary == "":
+		return errors.New("no ipfence binary to run the nodes with")
+	}
+	for _, k := range o.Nemesis {
+		if !slices.Contains(Nemeses, k) {
+			return fmt.Errorf("--nemesis: unknown fault %q; valid: %s", k, strings.Join(Nemeses, ","))
+		}
+	}
+	return nil
+}
+
+// recovery is the quiet end of a run, after the final heal, in which the
+// system must converge.
+func recovery(limit time.Duration) time.Duration { return min(10*time.Second, limit/4) }
+
+// convergenceBound is how long after the run the nodes get to settle
+// before convergence is judged false.
+const convergenceBound = 30 * time.Second
+
+// Fault schedule: quiet, then a fault for active, and so on.
+const (
+	faultQuiet  = 3 * time.Second
+	faultActive = 4 * time.Second
+)
+
+// Membership changes: every flapEvery a node is drained, and undrained
+// flapBack later, within the de-provision hold, so that the release the
+// drain planned goes stale while it waits.
+const (
+	flapEvery = 3 * time.Second
+	flapBack  = 1 * time.Second
+)
+
+// Run runs the capture test and returns the harness's outcome.
+func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	dir, err := harness.NewRunDir(o.Store, "capture", time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	absBin, err := filepath.Abs(o.Binary)
+	if err != nil {
+		return nil, err
+	}
+	c, err := startCluster(ctx, clusterOptions{bin: absBin, dir: dir, nodes: o.Nodes, addrs: o.Addresses, unfenced: o.UnsafeDisableFence, netns: o.Netns})
+	if err != nil {
+		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting the cluster: %w", err)
+	}
+	defer c.stop()
+
+	var net nemesis.Net
+	if c.ns != nil {
+		net = nemesis.NetnsNet(c.ns)
+	} else {
+		net = nemesis.MeshNet(c.mesh, netfault.Drop)
+	}
+	faults := map[string]nemesis.Fault{
+		"partition": nemesis.Partition(net, c.nodes),
+		"pause":     nemesis.Pause(c, c.nodes),
+		"kill":      nemesis.Kill(c, c.nodes),
+		"clock":     clockFault(c),
+		"provider":  providerFault(c),
+	}
+	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
+		"partition": nemesis.PartitionChoice(c.nodes),
+		"pause":     nemesis.NodeChoice(c.nodes),
+		"kill":      nemesis.NodeChoice(c.nodes),
+		"clock":     clockChoice(c.nodes),
+		"provider":  providerChoice,
+	}}
+	used := map[string]nemesis.Fault{}
+	for _, k := range Nemeses {
+		if slices.Contains(o.Nemesis, k) {
+			choices.Kinds = append(choices.Kinds, k)
+			used[k] = faults[k]
+		}
+	}
+
+	col := &collected{bound: convergenceBound}
+	test := harness.Test{
+		Name: "capture", Dir: dir, Nodes: c.nodes, Concurrency: o.Concurrency,
+		Client: &client{c: c}, Nemesis: nemesis.Compose(used),
+		Generator: workload(o, c.nodes, c.addrs, choices),
+		Checker: checker.Compose(map[string]checker.Checker{
+			"single-holder": singleHolder(col),
+			"fence":         fence(col),
+			"convergence":   convergence(col),
+			"failover":      failover(col),
+			"linear": checker.Linearizable(checker.LinearOptions{
+				Model: mustModel("capture-owner"), History: ownerHistory(col), Timeout: time.Minute}),
+			"stats":  checker.Stats(),
+			"errors": checker.UnhandledErrors(),
+			"perf":   checker.Perf(),
+		}),
+		Seed: o.Seed, Command: o.Command, Progress: o.Progress, TTY: o.TTY, TimeLimit: o.TimeLimit,
+		Teardown: func(ctx context.Context, dir string) error { return collect(ctx, c, col, dir) },
+	}
+	return harness.Run(ctx, test)
+}
+
+func mustModel(name string) model.Model {
+	m, err := model.Lookup(name)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// workload is the whole schedule: clients and faults until the recovery,
+// then every fault healed and every node undrained, then reads while the
+// system settles.
+func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Choices) gen.Generator {
+	main := o.TimeLimit - recovery(o.TimeLimit)
+	clients := gen.Any(
+		gen.Stagger(o.Seed, 20*time.Millisecond, gen.Fn(o.Seed+1, func(_ gen.Context, r *gen.Rand) gen.Op {
+			if r.IntN(20) == 0 {
+				return gen.F("status", nil)
+			}
+			return gen.F("read", map[string]any{"address": addrs[r.IntN(len(addrs))].String()})
+		})),
+		flaps(o.Seed+2, nodes),
+	)
+	phases := []gen.Generator{
+		gen.TimeLimit(main, gen.Any(gen.Clients(clients), gen.Nemesis(nemesis.Schedule(o.Seed+3, choices, faultQuiet, faultActive)))),
+	}
+	var undrains []gen.Generator
+	for _, n := range nodes {
+		undrains = append(undrains, gen.Once(gen.F("undrain", map[string]any{"node": n})))
+	}
+	phases = append(phases,
+		gen.Any(gen.Nemesis(nemesis.Heal(choices.Kinds)), gen.Clients(gen.Seq(undrains...))),
+		gen.TimeLimit(recovery(o.TimeLimit), gen.Clients(gen.Stagger(o.Seed+4, 20*time.Millisecond, gen.Fn(o.Seed+5, func(_ gen.Context, r *gen.Rand) gen.Op {
+			return gen.F("read", map[string]any{"address": addrs[r.IntN(len(addrs))].String()})
+		})))),
+	)
+	return gen.Phases(phases...)
+}
+
+// flap drains a node, then undrains it flapBack later, every flapEvery.
+type flap struct {
+	r     gen.Rand
+	nodes []string
+	at    time.Duration // next op due; <0 before the first ask
+	undo  string        // the node to undrain next; "" to drain one
+}
+
+func flaps(seed uint64, nodes []string) gen.Generator {
+	return &flap{r: gen.NewRand(seed), nodes: nodes, at: -1}
+}
+
+func (f *flap) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
+	if f.at < 0 {
+		first := *f
+		first.at = ctx.Time + flapEvery
+		f = &first
+	}
+	if ctx.Time < f.at {
+		return gen.Op{Time: f.at}, f, gen.Pending
+	}
+	var free []int
+	for _, t := range ctx.Free {
+		if t >= 0 {
+			free = append(free, t)
+		}
+	}
+	if len(free) == 0 {
+		return gen.Op{}, f, gen.Pending
+	}
+	n := *f
+	var op gen.Op
+	if f.undo != "" {
+		op = gen.F("undrain", map[string]any{"node": f.undo})
+		n.undo = ""
+		n.at = ctx.Time + flapEvery - flapBack
+	} else {
+		node := f.nodes[n.r.IntN(len(f.nodes))]
+		op = gen.F("drain", map[string]any{"node": node})
+		n.undo = node
+		n.at = ctx.Time + flapBack
+	}
+	op.Thread, op.Time = free[0], ctx.Time
+	return op, &n, gen.Ready
+}
+
+func (f *flap) Update(gen.Context, gen.Event) gen.Generator { return f }
+
+// clockFault skews one node's clock, or strobes it when the value has a
+// period.
+func clockFault(c *cluster) nemesis.Fault {
+	skew, strobe := nemesis.Skew(c, c.nodes), nemesis.Strobe(c, c.nodes)
+	return nemesis.Fault{
+		Start: func(ctx context.Context, v any) (string, error) {
+			if m, _ := v.(map[string]any); m != nil && m["period"] != nil {
+				d, err := strobe.Start(ctx, v)
+				return "strobe " + d, err
+			}
+			d, err := skew.Start(ctx, v)
+			return "skew " + d, err
+		},
+		Stop: func(ctx context.Context) (string, error) {
+			_, err1 := strobe.Stop(ctx)
+			_, err2 := skew.Stop(ctx)
+			return "reset", errors.Join(err1, err2)
+		},
+	}
+}
+
+func clockChoice(nodes []string) nemesis.Choose {
+	skew := nemesis.SkewChoice(nodes, 5*time.Second)
+	strobe := nemesis.StrobeChoice(nodes, 3*time.Second, 150*time.Millisecond)
+	return func(r *gen.Rand) any {
+		if r.IntN(3) == 0 {
+			return strobe(r)
+		}
+		return skew(r)
+	}
+}
+
+// providerFaults are what the provider nemesis does, by name: the
+// simulator's faults (see cloudsim.Faults).
+var providerFaults = map[string]any{
+	"errors":      map[string]any{"errors": map[string]any{"*": []any{map[string]any{"code": "Unavailable", "rate": 0.3}, map[string]any{"code": "RequestLimitExceeded", "rate": 0.1}}}},
+	"latency":     map[string]any{"latency": "400ms"},
+	"remap-delay": map[string]any{"remapDelay": "1s"},
+}
+
+var providerKinds = []string{"errors", "latency", "remap-delay"}
+
+func providerChoice(r *gen.Rand) any {
+	return map[string]any{"kind": providerKinds[r.IntN(len(providerKinds))]}
+}
+
+// providerFault breaks the simulator through its admin API; the stop
+// resets every fault.
+func providerFault(c *cluster) nemesis.Fault {
+	return nemesis.Fault{
+		Start: func(ctx context.Context, v any) (string, error) {
+			m, _ := v.(map[string]any)
+			kind, _ := m["kind"].(string)
+			f, ok := providerFaults[kind]
+			if !ok {
+				return "", fmt.Errorf("provider fault %q is not one of %s", kind, strings.Join(providerKinds, ", "))
+			}
+			return kind, c.simSend(ctx, "PUT", "/admin/faults", f)
+		},
+		Stop: func(ctx context.Context) (string, error) {
+			return "reset", c.simSend(ctx, "POST", "/admin/reset", nil)
+		},
+	}
+}
+
+// collect runs after the final heal: it waits until every node agrees on
+// each address's desired holder and the provider shows it there (up to
+// the bound), then saves the simulator's record as mutations.json.
+func collect(ctx context.Context, c *cluster, col *collected, dir string) error {
+	start := time.Now()
+	var lastErr error
+	for {
+		desired, actual, ok, err := c.settled(ctx)
+		col.desired, col.actual = desired, actual
+		lastErr = err
+		if ok {
+			col.converged = true
+			break
+		}
+		if time.Since(start) > col.bound || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	col.waited = time.Since(start)
+	var raw []mutationRecord
+	if err := c.simGet(ctx, "/admin/mutations", &raw); err != nil {
+		col.err = err
+		return err
+	}
+	col.mutations = raw
+	if err := writeJSONFile(filepath.Join(dir, "mutations.json"), raw); err != nil {
+		return err
+	}
+	if !col.converged && lastErr != nil {
+		col.err = lastErr
+	}
+	return nil
+}
+
+// settled reads every node's status and the provider's state.
+func (c *cluster) settled(ctx context.Context) (desired, actual map[string]string, ok bool, err error) {
+	desired, actual = map[string]string{}, map[string]string{}
+	ok = true
+	for _, n := range c.nodes {
+		st, err := c.status(ctx, n)
+		if err != nil {
+			return desired, actual, false, fmt.Errorf("status of %s: %w", n, err)
+		}
+		for _, a := range st.Addresses {
+			if d, seen := desired[a.Address]; seen && d != a.DesiredHolder {
+				ok = false
+				desired[a.Address] = d + " or " + a.DesiredHolder
+				continue
+			}
+			desired[a.Address] = a.DesiredHolder
+		}
+	}
+	var state struct {
+		NICs []struct {
+			ID        string   `json:"id"`
+			Secondary []string `json:"secondaryIps"`
+		} `json:"nics"`
+	}
+	if err := c.simGet(ctx, "/admin/state", &state); err != nil {
+		return desired, actual, false, err
+	}
+	for _, n := range state.NICs {
+		for _, a := range n.Secondary {
+			actual[a] = nodeOf(n.ID)
+		}
+	}
+	for _, a := range c.addrs {
+		if desired[a.String()] == "" || actual[a.String()] != desired[a.String()] {
+			ok = false
+		}
+	}
+	return desired, actual, ok, nil
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := jsonIndent(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,134 @@
+package suite
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/linear"
+)
+
+// runDefault runs `ipfence test capture` as a user would with no flags but
+// the seed: 3 nodes, 60 s, every nemesis.
+func runDefault(t *testing.T, unfenced bool) (map[string]checker.Result, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the 60 s capture test")
+	}
+	out, err := Run(t.Context(), Options{
+		Binary: testenv.Binary(t), Nemesis: Nemeses, Seed: 1, Store: t.TempDir(), UnsafeDisableFence: unfenced,
+		Command: []string{"ipfence", "test", "capture", "--seed", "1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
+	if t.Failed() || out.Valid != map[bool]linear.Verdict{false: linear.True, true: linear.False}[unfenced] {
+		b, _ := json.MarshalIndent(out.Results, "", "  ")
+		t.Logf("results:\n%s", b)
+	}
+	// The store holds what the issue names, whatever the verdict.
+	for _, f := range []string{"history.jsonl", "results.json", "timeline.html", "latency.png", "rate.png", "mutations.json", "capture-owner.jsonl", "seed", "command", "logs/n1.log"} {
+		if fi, err := os.Stat(filepath.Join(out.Dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// The simulator logs nothing unless something goes wrong; its log
+	// file is there all the same.
+	if _, err := os.Stat(filepath.Join(out.Dir, "logs", "cloudsim.log")); err != nil {
+		t.Error(err)
+	}
+	data, err := os.ReadFile(filepath.Join(out.Dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Parse("history.jsonl", data, history.JSONL)
+	if err != nil || len(h.Events) != len(out.Events) {
+		t.Fatalf("history.jsonl: %v, %d events of %d", err, len(h.Events), len(out.Events))
+	}
+	if out.Ops < 1000 {
+		t.Errorf("only %d ops", out.Ops)
+	}
+	return cs, out.Dir
+}
+
+// With the fence, the default test finds nothing wrong.
+func TestCaptureDefaultIsValid(t *testing.T) {
+	cs, _ := runDefault(t, false)
+	for name, r := range cs {
+		if r.Valid != linear.True {
+			t.Errorf("checker %s: %v %v", name, r.Valid, r.Fields)
+		}
+	}
+	if n := cs["fence"].Fields["stale_actions_executed"]; n != 0 {
+		t.Errorf("stale actions executed: %v", n)
+	}
+	if m := cs["fence"].Fields["mutations"].(int); m < 20 {
+		t.Errorf("only %d provider mutations: the workload moved too little to test the fence", m)
+	}
+	if ops := cs["linear"].Fields["ops"].(int); ops < 1000 {
+		t.Errorf("linearizability checked only %d ops", ops)
+	}
+}
+
+// The planted bug: with the gate a no-op, the same test with the same seed
+// must be invalid, through the fence and the capture-owner model both.
+func TestCaptureCatchesDisabledFence(t *testing.T) {
+	cs, _ := runDefault(t, true)
+	if cs["fence"].Valid != linear.False {
+		t.Errorf("fence: %v %v", cs["fence"].Valid, cs["fence"].Fields)
+	}
+	if n, _ := cs["fence"].Fields["stale_actions_executed"].(int); n < 1 {
+		t.Errorf("stale actions executed: %v", cs["fence"].Fields["stale_actions_executed"])
+	}
+	if cs["linear"].Valid != linear.False {
+		t.Errorf("capture-owner linearizability: %v %v", cs["linear"].Valid, cs["linear"].Fields)
+	}
+}
+
+// With --net netns the nodes run in network namespaces and partitions are
+// nftables rules; the test stays valid.
+func TestCaptureInNetworkNamespaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 20 s capture test")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root, for network namespaces")
+	}
+	testenv.Program(t, "ip")
+	testenv.Program(t, "nft")
+	out, err := Run(t.Context(), Options{
+		Binary: testenv.Binary(t), Nemesis: []string{"partition", "kill"}, Seed: 2, Store: t.TempDir(),
+		TimeLimit: 20 * time.Second, Netns: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Valid != linear.True {
+		b, _ := json.MarshalIndent(out.Results, "", "  ")
+		t.Fatalf("not valid:\n%s", b)
+	}
+	// The nodes listened in their namespaces' subnet, not on loopback.
+	log, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "addr=10.250.") {
+		t.Fatalf("n1 did not serve in its namespace:\n%s", log)
+	}
+	var parts int
+	for _, e := range out.Events {
+		if e.Process == history.Nemesis && e.Type == history.Info && e.F == "start-partition" && e.Error == nil {
+			parts++
+		}
+	}
+	if parts == 0 {
+		t.Fatal("no partition was applied")
+	}
+}

@@ -1,0 +1,150 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/linear"
+	"github.com/ipfence/ipfence/verify/model"
+	"github.com/ipfence/ipfence/verify/report"
+)
+
+func nem(f string, typ history.Type, v history.Value, t int64) history.Event {
+	return history.Event{Process: history.Nemesis, Type: typ, F: f, Value: v, Time: t}
+}
+
+func TestFaults(t *testing.T) {
+	events := []history.Event{
+		nem("start-partition", history.Invoke, map[string]any{"shape": "halves"}, 100),
+		nem("start-partition", history.Info, "halves n1 | n2", 110),
+		nem("start-pause", history.Invoke, nil, 150),
+		nem("start-pause", history.Info, "n3", 151),
+		nem("stop-partition", history.Invoke, nil, 200),
+		nem("stop-partition", history.Info, "healed", 210),
+		nem("start-clock", history.Invoke, nil, 300),
+		nem("start-clock", history.Info, "skew n1 +2s", 301),
+		nem("teardown", history.Invoke, nil, 400),
+		nem("teardown", history.Info, "healed", 420),
+		nem("start-kill", history.Invoke, nil, 500),
+		nem("start-kill", history.Info, "n2", 501),
+	}
+	got := Faults(events)
+	want := []report.Fault{
+		{Name: "partition halves n1 | n2", Start: 100, End: 210},
+		{Name: "pause n3", Start: 150, End: 420},
+		{Name: "clock skew n1 +2s", Start: 300, End: 420},
+		{Name: "kill n2", Start: 500}, // never healed: to the end
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("fault %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func verdict(v linear.Verdict) Checker {
+	return Func(func(context.Context, *Run) Result { return Result{Valid: v, Fields: map[string]any{"n": 1}} })
+}
+
+func TestCompose(t *testing.T) {
+	r := &Run{}
+	cases := []struct {
+		checkers map[string]Checker
+		want     linear.Verdict
+	}{
+		{map[string]Checker{"a": verdict(linear.True), "b": verdict(linear.True)}, linear.True},
+		{map[string]Checker{"a": verdict(linear.True), "b": verdict(linear.Unknown)}, linear.Unknown},
+		{map[string]Checker{"a": verdict(linear.False), "b": verdict(linear.Unknown), "c": verdict(linear.True)}, linear.False},
+		{map[string]Checker{}, linear.True},
+	}
+	for i, c := range cases {
+		if got := Compose(c.checkers).Check(context.Background(), r); got.Valid != c.want {
+			t.Errorf("case %d: %v, want %v", i, got.Valid, c.want)
+		}
+	}
+	// A panicking checker is unknown and does not hide the others.
+	res := Compose(map[string]Checker{
+		"boom": Func(func(context.Context, *Run) Result { panic("index out of range") }),
+		"bad":  verdict(linear.False),
+	}).Check(context.Background(), r)
+	by := res.Fields["checkers"].(map[string]Result)
+	if res.Valid != linear.False || by["boom"].Valid != linear.Unknown || !strings.Contains(by["boom"].Fields["error"].(string), "checker boom panicked: index out of range") {
+		t.Fatalf("%+v", res)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"valid":false`) || !strings.Contains(string(b), `"boom":{"error":"checker boom panicked: index out of range","valid":"unknown"}`) {
+		t.Fatalf("json %s", b)
+	}
+}
+
+func op(p history.Process, f string, typ history.Type, v history.Value, errv history.Value) []history.Event {
+	return []history.Event{{Process: p, Type: history.Invoke, F: f, Value: v}, {Process: p, Type: typ, F: f, Value: v, Error: errv}}
+}
+
+func newRun(t *testing.T, evs ...[]history.Event) *Run {
+	var all []history.Event
+	for _, e := range evs {
+		all = append(all, e...)
+	}
+	for i := range all {
+		all[i].Index = int64(i)
+		all[i].Time = int64(i) * int64(time.Millisecond)
+	}
+	r, err := NewRun("t", all, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestStatsAndErrors(t *testing.T) {
+	r := newRun(t,
+		op(0, "read", history.OK, int64(1), nil),
+		op(1, "write", history.Fail, int64(2), "timeout"),
+		op(1, "write", history.Info, int64(3), "timeout"),
+		op(2, "read", history.Fail, nil, "refused"),
+	)
+	s := Stats().Check(context.Background(), r)
+	by := s.Fields["by_f"].(map[string]Counts)
+	if s.Valid != linear.False || by["read"] != (Counts{Count: 2, OK: 1, Fail: 1}) || by["write"] != (Counts{Count: 2, Fail: 1, Info: 1}) ||
+		s.Fields["never_ok"].([]string)[0] != "write" {
+		t.Fatalf("%+v", s)
+	}
+	e := UnhandledErrors().Check(context.Background(), r)
+	list := e.Fields["errors"].([]ErrorCount)
+	if e.Valid != linear.True || len(list) != 2 || list[0].Error != `"timeout"` || list[0].Count != 2 || list[0].First != "process 1 fail write at index 2" {
+		t.Fatalf("%+v", e)
+	}
+}
+
+func TestLinearizable(t *testing.T) {
+	m, _ := model.Lookup("cas-register")
+	good := newRun(t, op(0, "write", history.OK, int64(1), nil), op(1, "read", history.OK, int64(1), nil))
+	bad := newRun(t, op(0, "write", history.OK, int64(1), nil), op(1, "read", history.OK, int64(2), nil))
+	lin := Linearizable(LinearOptions{Model: m, Semantics: model.Options{Initial: int64(0)}})
+	if res := lin.Check(context.Background(), good); res.Valid != linear.True || res.Fields["ops"] != 2 {
+		t.Fatalf("%+v", res)
+	}
+	if res := lin.Check(context.Background(), bad); res.Valid != linear.False || res.Fields["failure"] == nil {
+		t.Fatalf("%+v", res)
+	}
+	broken := Linearizable(LinearOptions{Model: m, History: func(*Run) ([]history.Event, error) { return nil, errors.New("no record") }})
+	if res := broken.Check(context.Background(), good); res.Valid != linear.Unknown || !strings.Contains(res.Fields["error"].(string), "no record") {
+		t.Fatalf("%+v", res)
+	}
+	// A model that cannot read the operations: unknown, with the reason.
+	if res := lin.Check(context.Background(), newRun(t, op(0, "frob", history.OK, nil, nil))); res.Valid != linear.Unknown {
+		t.Fatalf("%+v", res)
+	}
+}

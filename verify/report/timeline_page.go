@@ -1,0 +1,640 @@
+package report
+
+// The page: timelineHead, the escaped title, timelineStyle, the JSON
+// document, timelineScript.
+
+const timelineHead = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>`
+
+const timelineStyle = ` — ipfence timeline</title>
+<style>
+:root { font: 13px/1.35 system-ui, sans-serif; color: #1d232b; }
+body { margin: 0; display: flex; flex-direction: column; height: 100vh; }
+header { padding: 8px 14px 6px; border-bottom: 1px solid #cfd6df; background: #f7f9fb; }
+h1 { font-size: 15px; margin: 0 0 4px; word-break: break-all; }
+.facts span { margin-right: 14px; }
+.tools { margin-top: 5px; display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: center; }
+.tools button { font: inherit; padding: 0 8px; min-width: 28px; }
+.hint { color: #5b6675; }
+.key { display: inline-flex; align-items: center; gap: 4px; }
+.key i { display: inline-block; width: 22px; height: 11px; border-radius: 2px; }
+#view { flex: 1; min-height: 0; overflow: auto; position: relative; }
+#space { position: relative; }
+#stage { position: sticky; top: 0; left: 0; overflow: hidden; }
+#stage canvas { position: absolute; top: 0; left: 0; }
+#tip { position: fixed; z-index: 10; display: none; max-width: 460px; padding: 6px 9px; background: #1d232b; color: #f2f4f7; border-radius: 4px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,.3); pointer-events: none; overflow-wrap: anywhere; }
+#tip div + div { margin-top: 2px; }
+#tip .h { font-weight: 600; font-size: 13px; }
+#tip .o { display: inline-block; padding: 0 5px; border-radius: 3px; color: #1d232b; font-weight: 600; }
+#tip .w { color: #ffc9a8; }
+</style>
+</head>
+<body>
+<header id="head"></header>
+<div id="view"><div id="space"><div id="stage"><canvas id="cv"></canvas><canvas id="hl"></canvas></div></div></div>
+<div id="tip" role="tooltip"></div>
+<script>
+// Installed before the drawing script so that even a syntax error there is
+// recorded; tests read data-errors from the DOM.
+window.onerror = function (msg, src, line, col) {
+  var b = document.body, prev = b.dataset.errors;
+  b.dataset.errors = (prev ? prev + "\n" : "") + msg + " (" + line + ":" + col + ")";
+};
+</script>
+<script type="application/json" id="data">`
+
+const timelineScript = `</script>
+<script>
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("data").textContent);
+  var N = D.l.length, NL = D.lanes.length, END = Math.max(D.end, 1);
+  var CLS = ["ok", "fail", "info", "pending", "nemesis"];
+  var COL = ["#5aa860", "#d9473f", "#f0a33a", "#f0a33a", "#8e6cc4"];
+  var HUES = [[226, 74, 51], [52, 108, 214], [150, 84, 196], [16, 148, 136], [196, 140, 12], [110, 110, 110]];
+  var AXIS = 24, FROW = 16, LABEL = 72, PAD = 16, TIP = 3;
+
+  function out(i) { return D.o.charCodeAt(i) - 48; }
+  // Absolute times (µs) of every op.
+  var start = new Float64Array(N), stop = new Float64Array(N), i, l, k, t = 0;
+  for (i = 0; i < N; i++) {
+    t += D.s[i];
+    start[i] = t;
+    stop[i] = D.d[i] < 0 ? END : t + D.d[i];
+  }
+
+  // Rows: by default a lane per process. When a run crashed so often that
+  // its processes' lanes do not fit, each worker's processes share a row
+  // instead (they follow one another, so their ops do not overlap) and the
+  // tooltip names the process. Each row keeps its ops in start order with
+  // reach[k], the latest end among its first k+1 ops: reach never
+  // decreases, so a binary search on it finds the first op of a row that
+  // reaches a time, however the ops overlap.
+  var byWorker = false, rows = [], rowOf = new Int32Array(NL), rowOps = [], reach = [], NR = 0;
+  function layoutRows(merge) {
+    byWorker = merge;
+    rows = [];
+    var seen = {};
+    for (l = 0; l < NL; l++) {
+      var g = D.group[l];
+      if (merge && g >= 0 && g in seen) {
+        rowOf[l] = seen[g];
+        rows[seen[g]].n++;
+        continue;
+      }
+      if (g >= 0) seen[g] = rows.length;
+      rowOf[l] = rows.length;
+      rows.push({ group: g, lane: l, n: 1 });
+    }
+    NR = rows.length;
+    rows.forEach(function (r) { r.label = D.lanes[r.lane] + (r.n > 1 ? " +" + (r.n - 1) : ""); });
+    var fill = [];
+    for (k = 0; k < NR; k++) fill.push(0);
+    for (i = 0; i < N; i++) fill[rowOf[D.l[i]]]++;
+    rowOps = [];
+    reach = [];
+    for (k = 0; k < NR; k++) {
+      rowOps.push(new Int32Array(fill[k]));
+      reach.push(new Float64Array(fill[k]));
+      fill[k] = 0;
+    }
+    for (i = 0; i < N; i++) {
+      var r = rowOf[D.l[i]], j = fill[r]++;
+      rowOps[r][j] = i;
+      reach[r][j] = j ? Math.max(reach[r][j - 1], stop[i]) : stop[i];
+    }
+  }
+  function firstReaching(l, t) {
+    var r = reach[l], lo = 0, hi = r.length;
+    while (lo < hi) {
+      var m = (lo + hi) >> 1;
+      if (r[m] < t) lo = m + 1; else hi = m;
+    }
+    return lo;
+  }
+
+  // Faults: a colour per name, and a row of the strip under the axis for
+  // each set of overlapping ones.
+  var hueOf = {}, nhue = 0, levels = 0, rowEnd = [];
+  var faults = D.faults.map(function (f) {
+    if (!(f.n in hueOf)) hueOf[f.n] = nhue++ % HUES.length;
+    return { n: f.n, s: f.s, e: f.e, a: f.a, hue: HUES[hueOf[f.n]], lv: 0 };
+  });
+  faults.slice().sort(function (a, b) { return a.s - b.s; }).forEach(function (f) {
+    var lv = 0;
+    while (lv < rowEnd.length && rowEnd[lv] > f.s) lv++;
+    rowEnd[lv] = Math.max(f.e, f.s + 1);
+    f.lv = lv;
+    levels = Math.max(levels, lv + 1);
+  });
+  var TOP = AXIS + levels * FROW + (levels ? 2 : 0);
+  function rgba(h, a) { return "rgba(" + h[0] + "," + h[1] + "," + h[2] + "," + a + ")"; }
+
+  function add(parent, tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    parent.appendChild(e);
+    return e;
+  }
+  function secs(us, dec) { return (us / 1e6).toFixed(dec) + " s"; }
+  function dur(us) {
+    if (us < 1000) return Math.round(us) + " µs";
+    if (us < 1e6) return (us / 1e3).toFixed(us < 1e4 ? 2 : 1) + " ms";
+    return (us / 1e6).toFixed(3) + " s";
+  }
+  function plural(n, one, many) { return n + " " + (n === 1 ? one : many || one + "s"); }
+
+  var view = document.getElementById("view"), space = document.getElementById("space");
+  var stage = document.getElementById("stage"), cv = document.getElementById("cv"), hl = document.getElementById("hl");
+  var tip = document.getElementById("tip");
+  var ctx = cv.getContext("2d"), hctx = hl.getContext("2d");
+  var W = 0, H = 0, dpr = 1, scale = 1, rowH = 14, hover = -1, pinned = -1, layoutButton;
+
+  // Pending ops are striped: their outcome is unknown and they never ended.
+  var stripes = (function () {
+    var c = document.createElement("canvas");
+    c.width = c.height = 8;
+    var g = c.getContext("2d");
+    g.fillStyle = "#fbe3bd";
+    g.fillRect(0, 0, 8, 8);
+    g.strokeStyle = COL[3];
+    g.lineWidth = 2.5;
+    g.beginPath();
+    g.moveTo(-2, 10); g.lineTo(10, -2);
+    g.moveTo(-2, 2); g.lineTo(2, -2);
+    g.moveTo(6, 10); g.lineTo(10, 6);
+    g.stroke();
+    return ctx.createPattern(c, "repeat");
+  })();
+
+  function header() {
+    var h = document.getElementById("head");
+    add(h, "h1", null, D.title);
+    var count = [0, 0, 0, 0, 0];
+    for (i = 0; i < N; i++) count[out(i)]++;
+    var procs = 0, groups = {};
+    D.group.forEach(function (g) { if (g >= 0) { procs++; groups[g] = 1; } });
+    var f = add(h, "div", "facts");
+    add(f, "span", null, plural(N - count[4], "client op") + " over " + secs(D.end, 3));
+    add(f, "span", null, plural(procs, "process", "processes") + " (" + plural(Object.keys(groups).length, "worker") + ")");
+    add(f, "span", null, count[0] + " ok · " + count[1] + " fail · " + count[2] + " info · " + count[3] + " pending");
+    add(f, "span", null, plural(count[4], "nemesis op") + " · " + plural(faults.length, "fault period"));
+    var tools = add(h, "div", "tools");
+    var z = add(tools, "span");
+    add(z, "span", null, "time ");
+    add(z, "button", null, "\u2212").addEventListener("click", function () { zoomAt(scale / 2, W / 2); });
+    add(z, "button", null, "+").addEventListener("click", function () { zoomAt(scale * 2, W / 2); });
+    add(z, "button", null, "fit").addEventListener("click", function () { zoomAt(0, W / 2); });
+    var r = add(tools, "span");
+    add(r, "span", null, "rows ");
+    add(r, "button", null, "\u2212").addEventListener("click", function () { setRows(rowH / 1.5); });
+    add(r, "button", null, "+").addEventListener("click", function () { setRows(rowH * 1.5); });
+    layoutButton = add(r, "button");
+    layoutButton.addEventListener("click", function () {
+      var mid = (view.scrollTop + (H - TOP) / 2) / rowH, lane = 0;
+      for (l = 0; l < NL; l++) if (rowOf[l] <= mid) lane = l;
+      layoutRows(!byWorker);
+      fitRows();
+      extent();
+      view.scrollTop = rowOf[lane] * rowH - (H - TOP) / 2;
+      relayout();
+    });
+    add(tools, "span", "hint", "ctrl + wheel zooms at the pointer; shift + wheel scrolls in time; click an op to pin its details");
+    var keys = add(tools, "span", "tools");
+    CLS.forEach(function (c, n) {
+      var s = add(keys, "span", "key");
+      var sw = add(s, "i");
+      sw.style.background = n === 3 ? "repeating-linear-gradient(135deg, #fbe3bd 0 3px, " + COL[3] + " 3px 5px)" : COL[n];
+      add(s, "span", null, c === "pending" ? "pending at the end" : c);
+    });
+    Object.keys(hueOf).forEach(function (name) {
+      var s = add(keys, "span", "key");
+      add(s, "i").style.background = rgba(HUES[hueOf[name]], 0.45);
+      add(s, "span", null, name);
+    });
+  }
+
+  function fitScale() { return Math.max(W - LABEL - PAD, 50) / END; }
+  // The widest chart browsers lay out is about 33 million px.
+  function clampScale(s) { return Math.min(Math.max(s, fitScale()), 100, 3e7 / END); }
+  function extent() {
+    space.style.width = LABEL + Math.ceil(END * scale) + PAD + "px";
+    space.style.height = TOP + NR * rowH + PAD + "px";
+  }
+  function resize() {
+    W = view.clientWidth;
+    H = view.clientHeight;
+    dpr = window.devicePixelRatio || 1;
+    stage.style.width = W + "px";
+    stage.style.height = H + "px";
+    [cv, hl].forEach(function (c) {
+      c.width = Math.round(W * dpr);
+      c.height = Math.round(H * dpr);
+      c.style.width = W + "px";
+      c.style.height = H + "px";
+    });
+  }
+
+  // ticks returns times between t0 and t1 at a step of at least 90 px,
+  // and the decimals that tell them apart.
+  function ticks(t0, t1) {
+    var want = 90 / scale, step = 1, m = [1, 2, 5], e = 1;
+    for (var n = 0; step < want; n++) {
+      step = m[n % 3] * e;
+      if (n % 3 === 2) e *= 10;
+    }
+    var dec = Math.max(0, Math.ceil(-Math.log10(step / 1e6) - 1e-9)), out = [];
+    for (var t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+    return { ts: out, dec: dec };
+  }
+
+  function xOf(t) { return LABEL + t * scale - view.scrollLeft; }
+  // Bars leave a gap of a px or more between rows when rows are tall
+  // enough to spare it.
+  function inset() { return rowH >= 8 ? 1 : 0; }
+  function barH() { return rowH - (rowH >= 8 ? 3 : rowH >= 4 ? 1 : 0); }
+  // barBox is where op i's bar is drawn, given the view's scroll offsets.
+  function barBox(i, sl, st) {
+    var w = (stop[i] - start[i]) * scale;
+    if (w >= 4) w -= 1; // a gap between an op and the next
+    // The nemesis's few ops are what the faults hang on: never thinner
+    // than 3 px.
+    return {
+      x: LABEL + start[i] * scale - sl, y: TOP + rowOf[D.l[i]] * rowH - st + inset(),
+      w: Math.max(w, out(i) === 4 ? 3 : 1), h: barH()
+    };
+  }
+  function boxOf(i) { return barBox(i, view.scrollLeft, view.scrollTop); }
+
+  function paint() {
+    var sl = view.scrollLeft, st = view.scrollTop, b;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, W, H);
+    var t0 = Math.max(0, sl / scale - 2 / scale), t1 = (sl + W - LABEL) / scale + 2 / scale;
+    var l0 = Math.max(0, Math.floor(st / rowH)), l1 = Math.min(NR - 1, Math.floor((st + H - TOP) / rowH));
+    // Alternate workers are shaded, so that the lanes of one worker's
+    // successive processes read as a group.
+    for (l = l0; l <= l1; l++) {
+      var g = rows[l].group;
+      if (g < 0 || g % 2 === 1) {
+        ctx.fillStyle = g < 0 ? "#f2eff8" : "#f3f5f8";
+        ctx.fillRect(LABEL, TOP + l * rowH - st, W - LABEL, rowH);
+      }
+    }
+    var tk = ticks(t0, t1);
+    ctx.fillStyle = "#e4e8ee";
+    tk.ts.forEach(function (t) { ctx.fillRect(Math.round(xOf(t)), TOP, 1, H - TOP); });
+    faults.forEach(function (f) {
+      if (f.e < t0 || f.s > t1) return;
+      var a = Math.max(xOf(f.s), LABEL), z = Math.min(Math.max(xOf(f.e), xOf(f.s) + 2), W);
+      ctx.fillStyle = rgba(f.hue, 0.14);
+      ctx.fillRect(a, TOP, z - a, H - TOP);
+    });
+
+    // Ops narrower than a pixel and a half are not drawn one over another
+    // (the last colour drawn would win every pixel, and a few failures
+    // among many oks would paint a row red): each pixel column of a row
+    // stacks its outcomes instead, in proportion to the time they cover.
+    var paths = CLS.map(function () { return new Path2D(); }), texts = [], drawn = 0;
+    var colX = -1, cov = [0, 0, 0, 0, 0], colY = 0, colH = barH(), STACK = [0, 2, 3, 1, 4];
+    function flush() {
+      if (colX < 0) return;
+      var sum = cov[0] + cov[1] + cov[2] + cov[3] + cov[4], y = colY + colH;
+      STACK.forEach(function (c) {
+        if (!cov[c]) return;
+        var h = colH * cov[c] / sum;
+        paths[c].rect(colX, y - h, 1, h);
+        y -= h;
+        cov[c] = 0;
+      });
+      colX = -1;
+    }
+    for (l = l0; l <= l1; l++) {
+      var ops = rowOps[l];
+      for (k = firstReaching(l, t0); k < ops.length; k++) {
+        i = ops[k];
+        if (start[i] > t1) break;
+        if (stop[i] < t0) continue;
+        drawn++;
+        var span = (stop[i] - start[i]) * scale, o = out(i);
+        if (span < 1.5 && o !== 4) {
+          var cx = Math.floor(LABEL + start[i] * scale - sl + span / 2);
+          if (cx !== colX) {
+            flush();
+            colX = cx;
+            colY = TOP + l * rowH - st + inset();
+          }
+          cov[o] += Math.max(span, 0.01);
+          continue;
+        }
+        flush();
+        b = barBox(i, sl, st);
+        // Bars far off screen are cut to it: canvases draw huge
+        // coordinates slowly or not at all.
+        if (b.x < LABEL - 4) { b.w -= LABEL - 4 - b.x; b.x = LABEL - 4; }
+        if (b.x + b.w > W + 4) b.w = W + 4 - b.x;
+        b.w = Math.max(b.w, 1);
+        paths[out(i)].rect(b.x, b.y, b.w, b.h);
+        if (b.w >= 40 && b.h >= 10 && texts.length < 3000) texts.push([i, b]);
+      }
+      flush();
+    }
+    paths.forEach(function (p, n) {
+      ctx.fillStyle = n === 3 ? stripes : COL[n];
+      ctx.fill(p);
+    });
+    ctx.font = Math.min(11, rowH - 4) + "px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    texts.forEach(function (tx) {
+      var i = tx[0], b = tx[1];
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(Math.max(b.x, LABEL), b.y, b.w - 2, b.h);
+      ctx.clip();
+      ctx.fillStyle = out(i) === 1 || out(i) === 4 ? "#fff" : "#1d232b";
+      // A read's invoke value says nothing: leave it to the tooltip.
+      var v = D.vals[D.v[i]];
+      ctx.fillText(D.fs[D.f[i]] + (v === "nil" ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
+      ctx.restore();
+    });
+
+    // Lane labels, over the bars that scroll under them.
+    ctx.fillStyle = "#f7f9fb";
+    ctx.fillRect(0, TOP, LABEL, H - TOP);
+    ctx.fillStyle = "#cfd6df";
+    ctx.fillRect(LABEL - 1, TOP, 1, H - TOP);
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.fillStyle = "#4a5563";
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(0, TOP, LABEL - 1, H - TOP);
+    ctx.clip();
+    // Rows of 12 px or more are named one by one. Smaller ones are named
+    // a worker at a time (the nemesis's rows count as one): the first
+    // process's name and how many followed it, beside a bracket over the
+    // worker's rows, centred on the part of them in view.
+    var last = -1e9;
+    for (l = l0; l <= l1; l++) {
+      var a = l, z = l, g = rows[l].group;
+      if (rowH < 12) {
+        while (a > 0 && rows[a - 1].group === g) a--;
+        while (z < NR - 1 && rows[z + 1].group === g) z++;
+      }
+      var top = TOP + a * rowH - st, bottom = TOP + (z + 1) * rowH - st;
+      var y = Math.max((Math.max(top, TOP) + Math.min(bottom, H)) / 2, TOP + 6), label = rows[a].label;
+      if (z > a) {
+        ctx.fillStyle = "#b7c0cc";
+        ctx.fillRect(2, top + 1, 2, bottom - top - 2);
+        ctx.fillStyle = "#4a5563";
+        var lanes = 0;
+        for (k = a; k <= z; k++) lanes += rows[k].n;
+        label = g < 0 ? "nemesis" : D.lanes[rows[a].lane] + " +" + (lanes - 1);
+      }
+      l = z;
+      if (y - last < 12) continue;
+      ctx.fillText(label, 7, y);
+      last = y;
+    }
+    ctx.restore();
+
+    // The axis and the strip of fault names stay at the top.
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, W, TOP);
+    ctx.fillStyle = "#cfd6df";
+    ctx.fillRect(0, TOP - 1, W, 1);
+    ctx.fillStyle = "#5b6675";
+    ctx.fillText("time", 6, AXIS / 2);
+    tk.ts.forEach(function (t) {
+      var x = Math.round(xOf(t));
+      if (x < LABEL) return;
+      ctx.fillStyle = "#b7c0cc";
+      ctx.fillRect(x, AXIS - 7, 1, 7);
+      ctx.fillStyle = "#5b6675";
+      ctx.fillText(secs(t, tk.dec), x + 3, AXIS / 2);
+    });
+    if (levels) {
+      ctx.fillStyle = "#5b6675";
+      ctx.fillText("faults", 6, AXIS + FROW / 2);
+    }
+    faults.forEach(function (f) {
+      if (f.e < t0 || f.s > t1) return;
+      var a = Math.max(xOf(f.s), LABEL), z = Math.min(Math.max(xOf(f.e), xOf(f.s) + 2), W), y = AXIS + f.lv * FROW;
+      ctx.fillStyle = rgba(f.hue, 0.4);
+      ctx.fillRect(a, y + 1, z - a, FROW - 2);
+      if (z - a > 16) {
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(a, y, z - a - 2, FROW);
+        ctx.clip();
+        ctx.fillStyle = "#1d232b";
+        ctx.fillText(f.n + (f.a ? " (until the end)" : ""), a + 3, y + FROW / 2);
+        ctx.restore();
+      }
+    });
+    overlay();
+    document.body.dataset.drawn = String(drawn);
+  }
+
+  // overlay outlines the hovered and the pinned op on a canvas of its own,
+  // so that moving the pointer never repaints 100,000 bars.
+  function overlay() {
+    hctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    hctx.clearRect(0, 0, W, H);
+    hctx.save();
+    hctx.beginPath();
+    hctx.rect(LABEL, TOP, W - LABEL, H - TOP);
+    hctx.clip();
+    [[hover, "#1d232b"], [pinned, "#1a56db"]].forEach(function (o) {
+      if (o[0] < 0) return;
+      var b = boxOf(o[0]);
+      hctx.strokeStyle = o[1];
+      hctx.lineWidth = 2;
+      hctx.strokeRect(Math.max(b.x, LABEL - 2) - 1, b.y - 1, Math.min(b.w, W + 4 - b.x) + 2, b.h + 2);
+    });
+    hctx.restore();
+  }
+
+  var queued = false;
+  function schedule() {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(function () { queued = false; paint(); followPin(); });
+  }
+
+  function zoomAt(s, ax) {
+    s = clampScale(s || fitScale());
+    var at = (view.scrollLeft + ax - LABEL) / scale;
+    scale = s;
+    extent();
+    view.scrollLeft = at * scale - (ax - LABEL);
+    paint();
+    followPin();
+  }
+  function fitRows() { rowH = Math.min(Math.max(Math.floor((H - TOP - PAD) / Math.max(NR, 1)), 3), 18); }
+  function relayout() {
+    layoutButton.textContent = byWorker ? "a lane per process" : "a row per worker";
+    document.body.dataset.rows = String(NR);
+    extent();
+    paint();
+    followPin();
+  }
+  function setRows(h) {
+    h = Math.min(Math.max(Math.round(h), 2), 40);
+    var mid = (view.scrollTop + (H - TOP) / 2) / rowH;
+    rowH = h;
+    extent();
+    view.scrollTop = mid * rowH - (H - TOP) / 2;
+    paint();
+    followPin();
+  }
+
+  // hit returns the op under a point of the view (client px relative to
+  // its corner): a binary search in the lane under it, with a few px of
+  // slack so that ops thinner than a pixel can be pointed at.
+  function hit(x, y) {
+    if (x < LABEL || y < TOP) return -1;
+    var l = Math.floor((y - TOP + view.scrollTop) / rowH);
+    if (l < 0 || l >= NR) return -1;
+    var t = (x - LABEL + view.scrollLeft) / scale, tol = TIP / scale, best = -1, bestD = Infinity, ops = rowOps[l];
+    for (var k = firstReaching(l, t - tol); k < ops.length; k++) {
+      var i = ops[k];
+      if (start[i] > t + tol) break;
+      var d = t < start[i] ? start[i] - t : t > stop[i] ? t - stop[i] : 0;
+      if (d <= tol && d < bestD) { best = i; bestD = d; }
+    }
+    return best;
+  }
+  function faultAt(x, y) {
+    if (x < LABEL || y < AXIS || y >= AXIS + levels * FROW) return null;
+    var lv = Math.floor((y - AXIS) / FROW), t = (x - LABEL + view.scrollLeft) / scale, tol = TIP / scale;
+    for (var n = 0; n < faults.length; n++) {
+      var f = faults[n];
+      if (f.lv === lv && f.s - tol <= t && t <= f.e + tol) return f;
+    }
+    return null;
+  }
+
+  function tipOp(i) {
+    tip.textContent = "";
+    var o = out(i), lane = D.lanes[D.l[i]];
+    add(tip, "div", "h", (o === 4 ? "" : "process ") + lane + " · " + D.fs[D.f[i]]);
+    var badge = add(add(tip, "div"), "span", "o", CLS[o]);
+    badge.style.background = COL[o];
+    add(tip, "div", null, "value " + D.vals[D.v[i]]);
+    if (D.err && D.err[i] != null) add(tip, "div", "w", "error " + D.vals[D.err[i]]);
+    var when = "invoked at " + secs(start[i], 6);
+    if (o === 3) when += ", never completed: drawn to the end";
+    else if (o === 4 && D.d[i] < 0) when += ", never ended: drawn to the end";
+    else when += ", " + (o === 4 ? "ended" : CLS[o]) + " at " + secs(stop[i], 6) + " after " + dur(stop[i] - start[i]);
+    add(tip, "div", null, when);
+    var during = faults.filter(function (f) { return f.s <= stop[i] && f.e >= start[i]; }).map(function (f) { return f.n; });
+    if (during.length) add(tip, "div", "w", "during " + during.join(", "));
+  }
+  function tipFault(f) {
+    tip.textContent = "";
+    add(tip, "div", "h", f.n);
+    add(tip, "div", null, "from " + secs(f.s, 3) + (f.a ? ", still active at the end (" + secs(f.e, 3) + ")" : " to " + secs(f.e, 3) + " (" + dur(f.e - f.s) + ")"));
+  }
+  function place(x, y) {
+    tip.style.display = "block";
+    var r = tip.getBoundingClientRect();
+    var left = Math.min(x + 14, window.innerWidth - r.width - 6), top = y + 16;
+    if (top + r.height > window.innerHeight - 4) top = y - r.height - 10;
+    tip.style.left = Math.max(left, 4) + "px";
+    tip.style.top = Math.max(top, 4) + "px";
+  }
+  function hide() { tip.style.display = "none"; }
+  // followPin keeps a pinned tooltip beside its op while the view moves,
+  // and hides it while the op is out of sight.
+  function followPin() {
+    if (pinned < 0) return;
+    var b = boxOf(pinned), v = view.getBoundingClientRect();
+    if (b.x + b.w < LABEL || b.x > W || b.y + b.h < TOP || b.y > H) { hide(); return; }
+    tipOp(pinned);
+    place(v.left + Math.max(b.x, LABEL), v.top + b.y + b.h - 10);
+  }
+  function local(ev) {
+    var r = view.getBoundingClientRect();
+    return { x: ev.clientX - r.left, y: ev.clientY - r.top };
+  }
+
+  view.addEventListener("mousemove", function (ev) {
+    if (pinned >= 0) return;
+    var p = local(ev), i = hit(p.x, p.y);
+    if (i !== hover) { hover = i; overlay(); }
+    if (i >= 0) { tipOp(i); place(ev.clientX, ev.clientY); return; }
+    var f = faultAt(p.x, p.y);
+    if (f) { tipFault(f); place(ev.clientX, ev.clientY); } else hide();
+  });
+  view.addEventListener("mouseleave", function () {
+    hover = -1;
+    overlay();
+    if (pinned < 0) hide();
+  });
+  // A click (or a tap) pins the op's details; another click elsewhere, or
+  // Escape, lets them go.
+  view.addEventListener("click", function (ev) {
+    var p = local(ev), i = hit(p.x, p.y);
+    hover = -1;
+    if (i >= 0 && i !== pinned) {
+      pinned = i;
+      tipOp(i);
+      place(ev.clientX, ev.clientY);
+    } else {
+      pinned = -1;
+      var f = faultAt(p.x, p.y);
+      if (f) { tipFault(f); place(ev.clientX, ev.clientY); } else hide();
+    }
+    overlay();
+  });
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key === "Escape") { pinned = -1; hide(); overlay(); }
+  });
+  view.addEventListener("wheel", function (ev) {
+    if (!ev.ctrlKey) return;
+    ev.preventDefault();
+    zoomAt(scale * Math.exp(-ev.deltaY * 0.002), local(ev).x);
+  }, { passive: false });
+  view.addEventListener("scroll", schedule);
+  window.addEventListener("resize", function () {
+    var fitted = scale <= fitScale() * 1.0001;
+    resize();
+    scale = fitted ? fitScale() : clampScale(scale);
+    extent();
+    resize();
+    schedule();
+  });
+
+  // For tests and the console: where op i's bar is, and where time t
+  // (µs) is, in client coordinates.
+  window.timeline = {
+    box: function (i) {
+      var b = boxOf(i), v = view.getBoundingClientRect();
+      return { x: v.left + b.x, y: v.top + b.y, w: b.w, h: b.h };
+    },
+    x: function (t) { return view.getBoundingClientRect().left + xOf(t); }
+  };
+
+  header();
+  resize();
+  // A lane per process when each gets at least 4 px, else a row per worker.
+  layoutRows((H - TOP - PAD) / Math.max(NL, 1) < 4);
+  fitRows();
+  scale = fitScale();
+  extent();
+  // The chart's size can add or remove scroll bars, which changes the
+  // room it has: measure again.
+  resize();
+  scale = fitScale();
+  relayout();
+})();
+</script>
+</body>
+</html>
+`
