@@ -1,0 +1,72 @@
+package isolation
+
+import (
+	"fmt"
+
+	"github.com/ipfence/ipfence/verify/history"
+)
+
+// OpRef names a transaction in a report.
+type OpRef struct {
+	// Index is the invoke event's index in the history.
+	Index   int64           `json:"index"`
+	Process history.Process `json:"process"`
+	Type    string          `json:"type"`
+	Value   history.Value   `json:"value"`
+}
+
+// Step is one edge of a cycle: From must precede To because of Why.
+type Step struct {
+	From OpRef  `json:"from"`
+	To   OpRef  `json:"to"`
+	Rel  string `json:"rel"`
+	Why  string `json:"why"`
+}
+
+// Anomaly is one problem found in the history.
+type Anomaly struct {
+	Type string  `json:"type"`
+	Ops  []OpRef `json:"ops"`
+	// Cycle holds the steps of a dependency cycle, for cycle anomalies.
+	Cycle []Step `json:"cycle,omitempty"`
+	// Explanation says what is wrong, in one paragraph for people.
+	Explanation string `json:"explanation"`
+}
+
+// ref describes transaction t.
+func (p *parsed) ref(t int32) OpRef {
+	tx := &p.txns[t]
+	o := &p.ops[tx.op]
+	v := o.Input
+	if o.Type == history.OK {
+		v = o.Output
+	}
+	return OpRef{Index: o.Index, Process: o.Process, Type: o.Type.String(), Value: v}
+}
+
+// anomalies collects the anomalies found, by type, keeping at most
+// maxPerType of each (the count is kept whole).
+type anomalies struct {
+	byType map[string][]Anomaly
+	counts map[string]int
+	max    int
+}
+
+func newAnomalies(max int) *anomalies {
+	return &anomalies{byType: map[string][]Anomaly{}, counts: map[string]int{}, max: max}
+}
+
+func (a *anomalies) add(x Anomaly) {
+	a.counts[x.Type]++
+	if len(a.byType[x.Type]) < a.max {
+		a.byType[x.Type] = append(a.byType[x.Type], x)
+	}
+}
+
+func (a *anomalies) addf(p *parsed, typ string, txns []int32, format string, args ...any) {
+	x := Anomaly{Type: typ, Explanation: fmt.Sprintf(format, args...)}
+	for _, t := range txns {
+		x.Ops = append(x.Ops, p.ref(t))
+	}
+	a.add(x)
+}

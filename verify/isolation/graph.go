@@ -1,0 +1,173 @@
+package isolation
+
+import (
+	"slices"
+)
+
+// rel is a set of dependency kinds between two transactions.
+type rel uint8
+
+// Dependency kinds. ww: the second overwrote (appended after) the first's
+// write; wr: the second read the first's write; rw: the second overwrote
+// the version the first read (an anti-dependency); process: the same
+// process ran the second after the first; realtime: the first completed
+// before the second was invoked.
+const (
+	ww rel = 1 << iota
+	wr
+	rw
+	process
+	realtime
+)
+
+var relNames = []struct {
+	r    rel
+	name string
+}{{ww, "ww"}, {wr, "wr"}, {rw, "rw"}, {process, "process"}, {realtime, "realtime"}}
+
+func (r rel) String() string {
+	s := ""
+	for _, n := range relNames {
+		if r&n.r != 0 {
+			if s != "" {
+				s += "+"
+			}
+			s += n.name
+		}
+	}
+	return s
+}
+
+// edge is an edge being collected.
+type edge struct {
+	from, to int32
+	r        rel
+}
+
+// graph is the dependency graph in compressed sparse rows: the edges out
+// of node v are to[off[v]:off[v+1]] with kinds rels[off[v]:off[v+1]].
+// Nodes are transaction numbers; an edge's kinds are the union of every
+// dependency found between the two.
+type graph struct {
+	n    int
+	off  []int32
+	to   []int32
+	rels []rel
+}
+
+// build sorts and merges collected edges into a graph of n nodes. Self
+// edges are dropped: a transaction does not depend on itself.
+func build(n int, es []edge) *graph {
+	slices.SortFunc(es, func(a, b edge) int {
+		if a.from != b.from {
+			return int(a.from - b.from)
+		}
+		return int(a.to - b.to)
+	})
+	g := &graph{n: n, off: make([]int32, n+1)}
+	for i := 0; i < len(es); {
+		e := es[i]
+		j := i + 1
+		for j < len(es) && es[j].from == e.from && es[j].to == e.to {
+			e.r |= es[j].r
+			j++
+		}
+		i = j
+		if e.from == e.to {
+			continue
+		}
+		g.to = append(g.to, e.to)
+		g.rels = append(g.rels, e.r)
+		g.off[e.from+1]++
+	}
+	for v := 1; v <= n; v++ {
+		g.off[v] += g.off[v-1]
+	}
+	return g
+}
+
+// between returns the kinds of the edge a→b, 0 when there is none.
+func (g *graph) between(a, b int32) rel {
+	lo, hi := g.off[a], g.off[a+1]
+	i, ok := slices.BinarySearch(g.to[lo:hi], b)
+	if !ok {
+		return 0
+	}
+	return g.rels[lo+int32(i)]
+}
+
+// sccs returns the strongly connected components of more than one node of
+// the subgraph of edges with a kind in mask (Tarjan's algorithm, without
+// recursion so that a long chain cannot overflow the stack). Components
+// come with their nodes sorted.
+func (g *graph) sccs(mask rel) [][]int32 {
+	const unvisited = -1
+	index := make([]int32, g.n)
+	low := make([]int32, g.n)
+	onStack := make([]bool, g.n)
+	for i := range index {
+		index[i] = unvisited
+	}
+	var stack []int32
+	type frame struct {
+		v    int32
+		next int32 // next edge position to look at
+	}
+	var call []frame
+	var out [][]int32
+	counter := int32(0)
+	for root := int32(0); root < int32(g.n); root++ {
+		if index[root] != unvisited {
+			continue
+		}
+		call = append(call, frame{root, g.off[root]})
+		index[root], low[root] = counter, counter
+		counter++
+		stack = append(stack, root)
+		onStack[root] = true
+		for len(call) > 0 {
+			f := &call[len(call)-1]
+			v := f.v
+			if f.next < g.off[v+1] {
+				i := f.next
+				f.next++
+				if g.rels[i]&mask == 0 {
+					continue
+				}
+				w := g.to[i]
+				if index[w] == unvisited {
+					index[w], low[w] = counter, counter
+					counter++
+					stack = append(stack, w)
+					onStack[w] = true
+					call = append(call, frame{w, g.off[w]})
+				} else if onStack[w] {
+					low[v] = min(low[v], index[w])
+				}
+				continue
+			}
+			call = call[:len(call)-1]
+			if len(call) > 0 {
+				p := call[len(call)-1].v
+				low[p] = min(low[p], low[v])
+			}
+			if low[v] == index[v] {
+				var comp []int32
+				for {
+					w := stack[len(stack)-1]
+					stack = stack[:len(stack)-1]
+					onStack[w] = false
+					comp = append(comp, w)
+					if w == v {
+						break
+					}
+				}
+				if len(comp) > 1 {
+					slices.Sort(comp)
+					out = append(out, comp)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,486 @@
+package isolation
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ipfence/ipfence/verify/history"
+)
+
+// kv is a value of a key.
+type kv struct {
+	k int32
+	v int64
+}
+
+// versions is what the analysis of a workload knows of each key's
+// versions, which the explanations of edges consult.
+type versions struct {
+	// order is each key's inferred version order: for list-append the
+	// elements of its longest read; for rw-register unused.
+	order map[int32][]int64
+	// pos is a value's position in its key's order.
+	pos map[kv]int32
+	// writer is the transaction (ok or info) that appended or wrote a
+	// value; failed the one that did and aborted.
+	writer map[kv]int32
+	failed map[kv]int32
+	// unobserved lists, per key, the transactions whose appends no read
+	// shows (list-append).
+	unobserved map[int32][]int32
+	// succ is, for rw-register, each version's direct successors in its
+	// key's version graph.
+	succ map[kv][]int64
+}
+
+func (p *parsed) showList(l []int64) string {
+	parts := make([]string, len(l))
+	for i, v := range l {
+		parts[i] = p.in.showVal(v)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// listAppend analyses a list-append history: it finds the anomalies that
+// need no cycle and collects the ww, wr and rw edges.
+func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
+	vs := &versions{order: map[int32][]int64{}, pos: map[kv]int32{}, writer: map[kv]int32{}, failed: map[kv]int32{}}
+	intermediate := map[kv]bool{}
+
+	// Who appended what.
+	for t := range p.txns {
+		tx := &p.txns[t]
+		last := map[int32]int64{}
+		for i := range tx.mops {
+			m := &tx.mops[i]
+			if m.kind != mAppend {
+				continue
+			}
+			x := kv{m.key, m.val}
+			if tx.typ == history.Fail {
+				vs.failed[x] = int32(t)
+				continue
+			}
+			if prev, dup := vs.writer[x]; dup {
+				an.addf(p, "duplicate-appends", []int32{prev, int32(t)},
+					"%s and %s both appended %s to key %s: appended values must be unique, or no read can tell whose append it saw",
+					p.name(prev), p.name(int32(t)), p.in.showVal(m.val), p.in.showKey(m.key))
+				continue
+			}
+			vs.writer[x] = int32(t)
+			if v, ok := last[m.key]; ok {
+				intermediate[kv{m.key, v}] = true
+			}
+			last[m.key] = m.val
+		}
+	}
+
+	// Each key's version order: its longest read, which every other read
+	// must be a prefix of.
+	longest := map[int32]*mop{}
+	for t := range p.txns {
+		tx := &p.txns[t]
+		if tx.typ != history.OK {
+			continue
+		}
+		for i := range tx.mops {
+			m := &tx.mops[i]
+			if m.kind == mRead && m.known {
+				if l := longest[m.key]; l == nil || m.n > l.n {
+					longest[m.key] = m
+				}
+			}
+		}
+	}
+	for k, m := range longest {
+		// A duplicated element is reported with its read; the order keeps
+		// its first place.
+		order := dedup(p.list(m))
+		vs.order[k] = order
+		for i, v := range order {
+			vs.pos[kv{k, v}] = int32(i)
+		}
+	}
+	// Appends no read shows still come after every element read: their
+	// predecessor in the version order is the key's last observed element.
+	vs.unobserved = map[int32][]int32{}
+	for x, w := range vs.writer {
+		if _, ok := vs.pos[x]; !ok {
+			vs.unobserved[x.k] = append(vs.unobserved[x.k], w)
+		}
+	}
+	for k := range vs.unobserved {
+		slices.Sort(vs.unobserved[k])
+		vs.unobserved[k] = slices.Compact(vs.unobserved[k])
+	}
+
+	var es []edge
+	// ww: consecutive versions of a key, and dirty updates: a committed
+	// append after an aborted one in a key's history.
+	for k, order := range vs.order {
+		abortedAt := -1
+		for i, v := range order {
+			if _, ok := vs.writer[kv{k, v}]; !ok {
+				if _, ok := vs.failed[kv{k, v}]; ok && abortedAt < 0 {
+					abortedAt = i
+				}
+				continue
+			}
+			if abortedAt >= 0 {
+				f := vs.failed[kv{k, order[abortedAt]}]
+				w := vs.writer[kv{k, v}]
+				an.addf(p, "dirty-update", []int32{f, w},
+					"key %s's history %s holds %s, appended by %s which aborted, and after it %s, appended by %s which did not: a write built on an aborted one",
+					p.in.showKey(k), p.showList(order), p.in.showVal(order[abortedAt]), p.name(f), p.in.showVal(v), p.name(w))
+				abortedAt = -2 // one report per key
+			}
+			w1 := vs.writer[kv{k, v}]
+			if i+1 < len(order) {
+				if w2, ok := vs.writer[kv{k, order[i+1]}]; ok {
+					es = append(es, edge{w1, w2, ww})
+				}
+			} else {
+				for _, w2 := range vs.unobserved[k] {
+					es = append(es, edge{w1, w2, ww})
+				}
+			}
+		}
+	}
+
+	type lostKey struct {
+		k    int32
+		last int64 // the read's last element, or nilVal for []
+	}
+	lost := map[lostKey][]int32{}
+	for t := range p.txns {
+		tx := &p.txns[t]
+		if tx.typ != history.OK {
+			continue
+		}
+		ti := int32(t)
+		// Per key: the list this transaction should now see (nil until
+		// it read the key), its own appends since, and whether it read
+		// the key before.
+		type state struct {
+			seen     bool
+			expected []int64
+			own      []int64
+			readV    lostKey
+			wrote    bool
+		}
+		st := map[int32]*state{}
+		get := func(k int32) *state {
+			s := st[k]
+			if s == nil {
+				s = &state{}
+				st[k] = s
+			}
+			return s
+		}
+		for i := range tx.mops {
+			m := &tx.mops[i]
+			s := get(m.key)
+			if m.kind == mAppend {
+				if s.seen {
+					s.expected = append(s.expected, m.val)
+				} else {
+					s.own = append(s.own, m.val)
+				}
+				if s.seen && !s.wrote {
+					lost[s.readV] = append(lost[s.readV], ti)
+				}
+				s.wrote = true
+				continue
+			}
+			if !m.known {
+				continue
+			}
+			read := p.list(m)
+			p.checkReadElements(an, ti, m, read, vs, intermediate)
+			if s.seen {
+				if !slices.Equal(read, s.expected) {
+					an.addf(p, "internal", []int32{ti},
+						"%s read key %s as %s, but its own earlier read and appends mean it must have seen %s",
+						p.name(ti), p.in.showKey(m.key), p.showList(read), p.showList(s.expected))
+				}
+				s.expected = slices.Clone(read)
+				continue
+			}
+			// The first read of the key: what others wrote, followed by
+			// this transaction's own appends so far.
+			ext := read
+			if n := len(s.own); n > 0 {
+				if len(read) < n || !slices.Equal(read[len(read)-n:], s.own) {
+					an.addf(p, "internal", []int32{ti},
+						"%s appended %s to key %s, then read it as %s, which does not end with those appends",
+						p.name(ti), p.showList(s.own), p.in.showKey(m.key), p.showList(read))
+					s.seen, s.expected = true, slices.Clone(read)
+					continue
+				}
+				ext = read[:len(read)-n]
+			}
+			s.seen, s.expected = true, slices.Clone(read)
+			s.readV = lostKey{m.key, nilVal}
+			if len(ext) > 0 {
+				s.readV.last = ext[len(ext)-1]
+			}
+			es = p.readEdges(es, ti, m.key, ext, vs)
+		}
+	}
+	for lk, txns := range lost {
+		if len(txns) < 2 {
+			continue
+		}
+		names := make([]string, len(txns))
+		for i, t := range txns {
+			names[i] = p.name(t)
+		}
+		seen := "[]"
+		if lk.last != nilVal {
+			seen = "a version ending in " + p.in.showVal(lk.last)
+		}
+		an.addf(p, "lost-update", txns,
+			"%s all read key %s as %s and then appended to it: each update was made without seeing the others",
+			strings.Join(names, ", "), p.in.showKey(lk.k), seen)
+	}
+	return vs, es
+}
+
+// checkReadElements reports what is wrong with the elements of one read:
+// duplicates, values nobody appended, values of aborted transactions, and
+// intermediate values of another transaction.
+func (p *parsed) checkReadElements(an *anomalies, t int32, m *mop, read []int64, vs *versions, intermediate map[kv]bool) {
+	var dup, garbage, aborted []int64
+	var abortedBy int32 = -1
+	if len(read) > 1 {
+		seen := make(map[int64]bool, len(read))
+		for _, v := range read {
+			if seen[v] {
+				dup = append(dup, v)
+			}
+			seen[v] = true
+		}
+	}
+	for _, v := range read {
+		x := kv{m.key, v}
+		if _, ok := vs.writer[x]; ok {
+			continue
+		}
+		if f, ok := vs.failed[x]; ok {
+			aborted = append(aborted, v)
+			abortedBy = f
+			continue
+		}
+		garbage = append(garbage, v)
+	}
+	k := p.in.showKey(m.key)
+	if len(dup) > 0 {
+		an.addf(p, "duplicate-elements", []int32{t}, "%s read key %s as %s, which holds %s more than once",
+			p.name(t), k, p.showList(read), p.showList(dup))
+	}
+	if len(garbage) > 0 {
+		an.addf(p, "garbage-read", []int32{t}, "%s read key %s as %s, but nobody appended %s",
+			p.name(t), k, p.showList(read), p.showList(garbage))
+	}
+	if len(aborted) > 0 {
+		an.addf(p, "G1a", []int32{t, abortedBy}, "%s read key %s as %s, which holds %s, appended by %s which aborted",
+			p.name(t), k, p.showList(read), p.showList(aborted), p.name(abortedBy))
+	}
+	if n := len(read); n > 0 && intermediate[kv{m.key, read[n-1]}] {
+		if w, ok := vs.writer[kv{m.key, read[n-1]}]; ok && w != t {
+			an.addf(p, "G1b", []int32{t, w}, "%s read key %s as %s, ending in %s, which %s appended before appending again to the same key: an intermediate state",
+				p.name(t), k, p.showList(read), p.in.showVal(read[n-1]), p.name(w))
+		}
+	}
+}
+
+// readEdges adds the wr and rw edges of transaction t's external read ext
+// of key k. A read that contradicts the key's version order (reported by
+// versionConflicts) gets its wr edge only.
+func (p *parsed) readEdges(es []edge, t int32, k int32, ext []int64, vs *versions) []edge {
+	ext = dedup(ext)
+	order := vs.order[k]
+	if len(ext) > len(order) || !slices.Equal(ext, order[:len(ext)]) {
+		// Reported once per key by versionConflicts; no rw edge can be
+		// placed on a version order this read contradicts.
+		if len(ext) > 0 {
+			if w, ok := vs.writer[kv{k, ext[len(ext)-1]}]; ok {
+				es = append(es, edge{w, t, wr})
+			}
+		}
+		return es
+	}
+	if len(ext) > 0 {
+		if w, ok := vs.writer[kv{k, ext[len(ext)-1]}]; ok {
+			es = append(es, edge{w, t, wr})
+		}
+	}
+	if len(ext) < len(order) {
+		if w, ok := vs.writer[kv{k, order[len(ext)]}]; ok {
+			es = append(es, edge{t, w, rw})
+		}
+	} else {
+		// The read saw every element any read saw: each append no read
+		// shows came after it.
+		for _, w := range vs.unobserved[k] {
+			es = append(es, edge{t, w, rw})
+		}
+	}
+	return es
+}
+
+// dedup keeps the first occurrence of each element.
+func dedup(l []int64) []int64 {
+	for i := 1; i < len(l); i++ {
+		if slices.Contains(l[:i], l[i]) {
+			out := slices.Clone(l[:i])
+			for _, v := range l[i:] {
+				if !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+			return out
+		}
+	}
+	return l
+}
+
+// versionConflicts reports, per key, reads that are not a prefix of the
+// key's longest read: no single history of appends explains both.
+func (p *parsed) versionConflicts(an *anomalies, vs *versions) {
+	reported := map[int32]bool{}
+	for t := range p.txns {
+		tx := &p.txns[t]
+		if tx.typ != history.OK {
+			continue
+		}
+		for i := range tx.mops {
+			m := &tx.mops[i]
+			if m.kind != mRead || !m.known || reported[m.key] {
+				continue
+			}
+			read, order := dedup(p.list(m)), vs.order[m.key]
+			if len(read) <= len(order) && slices.Equal(read, order[:len(read)]) {
+				continue
+			}
+			reported[m.key] = true
+			// Find a read with the full order to name it.
+			var other int32 = -1
+			for u := range p.txns {
+				for j := range p.txns[u].mops {
+					o := &p.txns[u].mops[j]
+					if o.kind == mRead && o.known && o.key == m.key && len(dedup(p.list(o))) == len(order) && p.txns[u].typ == history.OK {
+						other = int32(u)
+						break
+					}
+				}
+				if other >= 0 {
+					break
+				}
+			}
+			an.addf(p, "incompatible-order", []int32{int32(t), other},
+				"%s read key %s as %s and %s read it as %s: neither is a prefix of the other, so no single order of appends explains both",
+				p.name(int32(t)), p.in.showKey(m.key), p.showList(read), p.name(other), p.showList(order))
+		}
+	}
+}
+
+// explainListEdge says why a precedes b by r, for list-append.
+func (p *parsed) explainListEdge(a, b int32, r rel, vs *versions) string {
+	ta, tb := &p.txns[a], &p.txns[b]
+	switch r {
+	case ww:
+		for i := range ta.mops {
+			m := &ta.mops[i]
+			if m.kind != mAppend {
+				continue
+			}
+			pi, ok := vs.pos[kv{m.key, m.val}]
+			order := vs.order[m.key]
+			if !ok || int(pi)+1 >= len(order) {
+				continue
+			}
+			next := order[pi+1]
+			if w, ok := vs.writer[kv{m.key, next}]; ok && w == b {
+				return fmt.Sprintf("%s appended %s to key %s after %s appended %s", p.name(b), p.in.showVal(next), p.in.showKey(m.key), p.name(a), p.in.showVal(m.val))
+			}
+		}
+		for i := range ta.mops {
+			m := &ta.mops[i]
+			if m.kind != mAppend {
+				continue
+			}
+			order := vs.order[m.key]
+			if len(order) == 0 || order[len(order)-1] != m.val || !slices.Contains(vs.unobserved[m.key], b) {
+				continue
+			}
+			if v, ok := p.appendOf(b, m.key, vs); ok {
+				return fmt.Sprintf("%s appended %s to key %s, which no read shows, so after %s, the last element any read shows, appended by %s",
+					p.name(b), p.in.showVal(v), p.in.showKey(m.key), p.in.showVal(m.val), p.name(a))
+			}
+		}
+	case wr:
+		for i := range tb.mops {
+			m := &tb.mops[i]
+			if m.kind != mRead || !m.known {
+				continue
+			}
+			read := p.list(m)
+			for j := len(read) - 1; j >= 0; j-- {
+				if w, ok := vs.writer[kv{m.key, read[j]}]; ok && w == a {
+					return fmt.Sprintf("%s read key %s as %s, which holds %s, appended by %s", p.name(b), p.in.showKey(m.key), p.showList(read), p.in.showVal(read[j]), p.name(a))
+				}
+			}
+		}
+	case rw:
+		for i := range ta.mops {
+			m := &ta.mops[i]
+			if m.kind != mRead || !m.known {
+				continue
+			}
+			read := dedup(p.list(m))
+			order := vs.order[m.key]
+			if len(read) >= len(order) && slices.Contains(vs.unobserved[m.key], b) {
+				if v, ok := p.appendOf(b, m.key, vs); ok {
+					return fmt.Sprintf("%s read key %s as %s, which does not hold %s, appended by %s (no read shows it, so it came after every element read)",
+						p.name(a), p.in.showKey(m.key), p.showList(p.list(m)), p.in.showVal(v), p.name(b))
+				}
+			}
+			for j := len(read); j < len(order); j++ {
+				if w, ok := vs.writer[kv{m.key, order[j]}]; ok && w == b {
+					return fmt.Sprintf("%s read key %s as %s, which does not hold %s, appended by %s", p.name(a), p.in.showKey(m.key), p.showList(read), p.in.showVal(order[j]), p.name(b))
+				}
+				if w, ok := vs.writer[kv{m.key, order[j]}]; ok && w != a {
+					break
+				}
+			}
+		}
+	}
+	return p.explainOrderEdge(a, b, r)
+}
+
+// appendOf returns a value t appended to key k that no read shows.
+func (p *parsed) appendOf(t int32, k int32, vs *versions) (int64, bool) {
+	for i := range p.txns[t].mops {
+		m := &p.txns[t].mops[i]
+		if m.kind == mAppend && m.key == k {
+			if _, seen := vs.pos[kv{k, m.val}]; !seen {
+				return m.val, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// explainOrderEdge explains process and real-time edges (and is the last
+// resort for the others).
+func (p *parsed) explainOrderEdge(a, b int32, r rel) string {
+	switch r {
+	case process:
+		return fmt.Sprintf("process %s ran %s before %s", p.ops[p.txns[a].op].Process, p.name(a), p.name(b))
+	case realtime:
+		return fmt.Sprintf("%s completed before %s was invoked", p.name(a), p.name(b))
+	}
+	return fmt.Sprintf("%s precedes %s (%s)", p.name(a), p.name(b), r)
+}
