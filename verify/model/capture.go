@@ -21,7 +21,8 @@ import (
 // {"address": A, "nic": NIC, "epoch": E} (forward also "enabled", which the
 // model does not need). An assign moves the address to the NIC; an unassign
 // takes it off the NIC if the NIC holds it and changes nothing otherwise; a
-// forward changes no holder, only the epoch.
+// forward on the holder's NIC changes no holder, only the epoch, and a
+// forward on another NIC changes nothing and is not fenced.
 type captureModel struct{}
 
 func (captureModel) Name() string { return "capture-owner" }
@@ -78,6 +79,12 @@ func (s *captureSpec) Step(st linear.State, i int) (linear.State, bool) {
 		}
 		return capState(holder, o.epoch), true
 	default: // capForward
+		// Forwarding is the NIC's: a change on a NIC that does not hold
+		// the address touches nothing of its capture (a former holder's
+		// late clean-up), so only the holder's is fenced.
+		if o.nic != holder {
+			return st, true
+		}
 		if o.epoch < epoch {
 			return st, false
 		}

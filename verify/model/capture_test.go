@@ -19,6 +19,7 @@ func TestCaptureOwnerScenarios(t *testing.T) {
 		unassignN1e1 = `{"process":9,"type":"invoke","f":"unassign","value":{"address":"a","nic":"n1","epoch":1}}` + "\n" + `{"process":9,"type":"ok","f":"unassign","value":{"address":"a","nic":"n1","epoch":1}}`
 		unassignN2e2 = `{"process":9,"type":"invoke","f":"unassign","value":{"address":"a","nic":"n2","epoch":2}}` + "\n" + `{"process":9,"type":"ok","f":"unassign","value":{"address":"a","nic":"n2","epoch":2}}`
 		forwardN1e1  = `{"process":9,"type":"invoke","f":"forward","value":{"address":"a","nic":"n1","epoch":1,"enabled":true}}` + "\n" + `{"process":9,"type":"ok","f":"forward","value":{"address":"a","nic":"n1","epoch":1,"enabled":true}}`
+		forwardN2e1  = `{"process":9,"type":"invoke","f":"forward","value":{"address":"a","nic":"n2","epoch":1,"enabled":false}}` + "\n" + `{"process":9,"type":"ok","f":"forward","value":{"address":"a","nic":"n2","epoch":1,"enabled":false}}`
 		readInvoke   = `{"process":0,"type":"invoke","f":"read","value":{"address":"a"}}`
 	)
 	read := func(holder string) string {
@@ -41,7 +42,8 @@ func TestCaptureOwnerScenarios(t *testing.T) {
 			`{"process":0,"type":"ok","f":"read","value":{"address":"a","holder":"n1"}}`}},
 		{"stale unassign after a move is fenced", linear.False, []string{assignN1e1, assignN2e2, unassignN1e1}},
 		{"stale assign after a move is fenced", linear.False, []string{assignN2e2, assignN1e1}},
-		{"stale forward is fenced", linear.False, []string{assignN2e2, forwardN1e1}},
+		{"stale forward on the holder is fenced", linear.False, []string{assignN1e1, assignN2e2, forwardN2e1}},
+		{"stale forward on a former holder is harmless", linear.True, []string{assignN1e1, assignN2e2, forwardN1e1, read("n2")}},
 		{"unassign of another NIC changes nothing", linear.True, []string{assignN1e1, unassignN2e2, read("n1")}},
 		{"unassign of the holder frees it", linear.True, []string{assignN1e1, assignN2e2, unassignN2e2, read("")}},
 		{"failed read constrains nothing", linear.True, []string{assignN1e1, readInvoke, `{"process":0,"type":"fail","f":"read","value":{"address":"a"}}`}},

@@ -272,6 +272,9 @@ var references = map[string]reference{
 				return st, h == st.holder
 			}
 			nic, epoch := in["nic"].(string), in["epoch"].(int64)
+			if o.F == "forward" && nic != st.holder {
+				return st, true
+			}
 			if epoch < st.epoch {
 				return st, false
 			}
