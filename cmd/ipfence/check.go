@@ -1,26 +1,60 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/isolation"
 	"github.com/ipfence/ipfence/verify/lincheck"
 	"github.com/ipfence/ipfence/verify/linear"
 	"github.com/ipfence/ipfence/verify/model"
+	"github.com/ipfence/ipfence/verify/workload"
 )
 
+// checkNames lists every --model value: the linearizability models, the
+// transactional workloads, and the Jepsen workload checkers.
+func checkNames() []string {
+	names := model.Names()
+	names = append(names, isolation.ListAppend, isolation.RWRegister)
+	return append(names, workload.Names()...)
+}
+
+// fileCheck checks one parsed history and says how it went: the verdict,
+// the object --json prints, the line printed otherwise, and what to do
+// after (write a page or drawings).
+type fileCheck func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer) (v linear.Verdict, asJSON any, summary string, after func() error, err error)
+
+// parseHistory parses a file's contents, warning about a torn last line.
+func parseHistory(file string, data []byte, format history.Format, warn io.Writer) (*history.History, error) {
+	start := time.Now()
+	h, err := history.Parse(file, data, format)
+	if err != nil {
+		return nil, err
+	}
+	slog.Debug("read history", "file", file, "format", h.Format, "events", len(h.Events), "took", time.Since(start))
+	if h.TornLine > 0 {
+		fmt.Fprintf(warn, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+			file, h.TornLine, len(h.Events))
+	}
+	return h, nil
+}
+
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("check", "check [--model M] [--format F] [--initial V] [--timeout D] [--json] [--html FILE] FILE...", stderr)
-	modelName := fs.String("model", "cas-register", "model to check against: "+strings.Join(model.Names(), ", "))
+	fs, level := flagSet("check", "check [--model M] [--consistency C] [--format F] [--initial V] [--timeout D] [--json] [--html FILE] [--dot DIR] FILE...", stderr)
+	modelName := fs.String("model", "cas-register", "model to check against: "+strings.Join(checkNames(), ", "))
 	formatName := fs.String("format", "", "history format: "+formatNames()+" (default: detected from content)")
 	initial := fs.String("initial", "", "initial register value as an EDN or JSON literal, such as 0 or \"x\" (default nil: absent)")
 	timeout := fs.Duration("timeout", 0, "give up with verdict unknown after this long per file, such as 30s (default: no limit)")
@@ -28,6 +62,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	htmlOut := fs.String("html", "", "write a self-contained HTML page of the history and its linearization to FILE\n(with several inputs, one page each, named FILE-<input name>.html)")
 	whole := fs.Bool("no-partition", false, "check kv and multi-register histories as one object with one state instead of\nsplitting them by key (kv still lets the search use the keys' independence)")
 	maxMem := fs.String("max-memory", "4GiB", "give up with verdict unknown when the search needs more memory than this")
+	consistency := fs.String("consistency", "strict-serializable", "list-append and rw-register: the consistency model the history must satisfy")
+	dotDir := fs.String("dot", "", "list-append and rw-register: write one Graphviz file per cycle found into DIR")
+	seqKeys := fs.Bool("sequential-keys", false, "rw-register: assume each key's versions follow process order")
+	linKeys := fs.Bool("linearizable-keys", false, "rw-register: assume each key's versions follow real-time order")
+	bankTotal := fs.Int64("bank-total", 0, "bank: the total every read must sum to (default: the first read's sum)")
+	negative := fs.Bool("allow-negative-balances", false, "bank: accept negative balances")
+	groupSize := fs.Int("group-size", 0, "long-fork: the number of keys each read reads (default: any)")
 	files, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -40,56 +81,101 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return usageErr("no history files given")
 	}
-	m, err := model.Lookup(*modelName)
-	if err != nil {
-		return usageErr("--model: %v", err)
-	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var format history.Format
+	var err error
 	if *formatName != "" {
 		if format, err = history.ParseFormat(*formatName); err != nil {
 			return usageErr("--format: %v", err)
 		}
 	}
-	opt := lincheck.Options{Model: m, Timeout: *timeout, Unpartitioned: *whole}
-	if *initial != "" {
-		v, err := history.ParseValue(*initial)
-		if err != nil {
-			return usageErr("--initial: %v", err)
-		}
-		opt.Initial, opt.HasInitial = v, true
-	}
 	if *timeout < 0 {
 		return usageErr("--timeout: %s is negative", *timeout)
 	}
-	if opt.MaxMemory, err = parseBytes(*maxMem); err != nil {
-		return usageErr("--max-memory: %v", err)
+	// Flags that belong to one family of models are refused with another,
+	// rather than silently ignored.
+	only := func(family string, flags ...string) int {
+		for _, f := range flags {
+			if set[f] {
+				return usageErr("--%s does not apply to --model %s (it is for %s)", f, *modelName, family)
+			}
+		}
+		return 0
+	}
+	var check fileCheck
+	switch {
+	case *modelName == isolation.ListAppend || *modelName == isolation.RWRegister:
+		if c := only("linearizability models", "initial", "html", "no-partition", "max-memory"); c != 0 {
+			return c
+		}
+		if c := only("bank and long-fork", "bank-total", "allow-negative-balances", "group-size"); c != 0 {
+			return c
+		}
+		if err := isolation.ValidModel(*consistency); err != nil {
+			return usageErr("--consistency: %v", err)
+		}
+		if *modelName == isolation.ListAppend {
+			if c := only("rw-register", "sequential-keys", "linearizable-keys"); c != 0 {
+				return c
+			}
+		}
+		opt := isolation.Options{Workload: *modelName, Consistency: *consistency, SequentialKeys: *seqKeys, LinearizableKeys: *linKeys}
+		check = isolationCheck(opt, *timeout, *dotDir)
+	case slices.Contains(workload.Names(), *modelName):
+		if c := only("linearizability models", "initial", "html", "no-partition", "max-memory", "timeout"); c != 0 {
+			return c
+		}
+		if c := only("list-append and rw-register", "consistency", "dot", "sequential-keys", "linearizable-keys"); c != 0 {
+			return c
+		}
+		if *groupSize < 0 {
+			return usageErr("--group-size: %d is negative", *groupSize)
+		}
+		opt := workload.Options{BankTotal: *bankTotal, BankAllowNegative: *negative, LongForkGroupSize: *groupSize}
+		check = workloadCheck(*modelName, opt)
+	default:
+		m, err := model.Lookup(*modelName)
+		if err != nil {
+			return usageErr("--model: unknown model %q; valid models: %s", *modelName, strings.Join(checkNames(), ", "))
+		}
+		if c := only("list-append and rw-register", "consistency", "dot", "sequential-keys", "linearizable-keys"); c != 0 {
+			return c
+		}
+		if c := only("bank and long-fork", "bank-total", "allow-negative-balances", "group-size"); c != 0 {
+			return c
+		}
+		opt := lincheck.Options{Model: m, Timeout: *timeout, Unpartitioned: *whole}
+		if *initial != "" {
+			v, err := history.ParseValue(*initial)
+			if err != nil {
+				return usageErr("--initial: %v", err)
+			}
+			opt.Initial, opt.HasInitial = v, true
+		}
+		if opt.MaxMemory, err = parseBytes(*maxMem); err != nil {
+			return usageErr("--max-memory: %v", err)
+		}
+		check = linearCheck(opt, *htmlOut, len(files))
 	}
 
 	exit := exitValid
 	sawInvalid, sawUnknown := false, false
 	for _, file := range files {
-		start := time.Now()
-		h, err := history.ReadFile(file, format)
+		data, err := os.ReadFile(file)
 		if err != nil {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", err)
 			exit = exitError
 			continue
 		}
-		slog.Debug("read history", "file", file, "format", h.Format, "events", len(h.Events), "took", time.Since(start))
-		if h.TornLine > 0 {
-			fmt.Fprintf(stderr, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
-				file, h.TornLine, len(h.Events))
-		}
-		r, err := lincheck.Check(context.Background(), file, h, opt)
+		v, obj, summary, after, err := check(context.Background(), file, data, format, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", err)
 			exit = exitError
 			continue
 		}
-		slog.Debug("checked", "file", file, "valid", r.Valid, "reason", r.Reason, "ops", r.Ops,
-			"partitions", r.Partitions, "configs", r.Configs, "took", time.Duration(r.CheckNS))
 		if *asJSON {
-			b, err := json.Marshal(r)
+			b, err := json.Marshal(obj)
 			if err != nil {
 				fmt.Fprintf(stderr, "ipfence check: %s: encoding the result: %v\n", file, err)
 				exit = exitError
@@ -97,16 +183,15 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%s\n", b)
 		} else {
-			fmt.Fprintln(stdout, r.Summary())
+			fmt.Fprintln(stdout, summary)
 		}
-		if *htmlOut != "" {
-			path := htmlPath(*htmlOut, file, len(files))
-			if err := writeHTML(path, r); err != nil {
+		if after != nil {
+			if err := after(); err != nil {
 				fmt.Fprintf(stderr, "ipfence check: %v\n", err)
 				exit = exitError
 			}
 		}
-		switch r.Valid {
+		switch v {
 		case linear.False:
 			sawInvalid = true
 		case linear.Unknown:
@@ -122,6 +207,129 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUnknown
 	}
 	return exitValid
+}
+
+// linearCheck checks linearizability.
+func linearCheck(opt lincheck.Options, htmlOut string, inputs int) fileCheck {
+	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer) (linear.Verdict, any, string, func() error, error) {
+		h, err := parseHistory(file, data, format, warn)
+		if err != nil {
+			return 0, nil, "", nil, err
+		}
+		r, err := lincheck.Check(ctx, file, h, opt)
+		if err != nil {
+			return 0, nil, "", nil, err
+		}
+		slog.Debug("checked", "file", file, "valid", r.Valid, "reason", r.Reason, "ops", r.Ops,
+			"partitions", r.Partitions, "configs", r.Configs, "took", time.Duration(r.CheckNS))
+		var after func() error
+		if htmlOut != "" {
+			after = func() error { return writeHTML(htmlPath(htmlOut, file, inputs), r) }
+		}
+		return r.Valid, r, r.Summary(), after, nil
+	}
+}
+
+// tornTail says the data's last line has no newline and is not complete
+// JSON: the general reader then reads the rest and warns.
+func tornTail(data []byte) bool {
+	if len(data) == 0 || data[len(data)-1] == '\n' {
+		return false
+	}
+	last := data[bytes.LastIndexByte(data, '\n')+1:]
+	return len(bytes.TrimSpace(last)) > 0 && !json.Valid(last)
+}
+
+// isolationResult is the --json object of a transactional check.
+type isolationResult struct {
+	File string `json:"file"`
+	*isolation.Result
+}
+
+// isolationCheck checks a transactional history against a consistency
+// model.
+func isolationCheck(opt isolation.Options, timeout time.Duration, dotDir string) fileCheck {
+	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer) (linear.Verdict, any, string, func() error, error) {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		if format == "" {
+			// Detection fails only on input the general reader then
+			// explains.
+			format, _ = history.Detect(data)
+		}
+		var r *isolation.Result
+		var err error
+		if format == history.JSONL && !tornTail(data) {
+			r, err = isolation.CheckJSONL(ctx, file, data, opt)
+		} else {
+			var h *history.History
+			if h, err = parseHistory(file, data, format, warn); err != nil {
+				return 0, nil, "", nil, err
+			}
+			r, err = isolation.Check(ctx, h, opt)
+		}
+		if err != nil {
+			var ie *history.InputError
+			if errors.As(err, &ie) {
+				return 0, nil, "", nil, err
+			}
+			return 0, nil, "", nil, fmt.Errorf("%s: %w", file, err)
+		}
+		var after func() error
+		if dotDir != "" {
+			after = func() error { return writeDOT(dotDir, file, r) }
+		}
+		return r.Valid, isolationResult{File: file, Result: r}, r.Summary(file), after, nil
+	}
+}
+
+// writeDOT writes one Graphviz file per cycle anomaly:
+// DIR/<input>-<type>-<n>.dot.
+func writeDOT(dir, file string, r *isolation.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--dot: %w", err)
+	}
+	base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	for _, typ := range r.AnomalyTypes {
+		for i, a := range r.Anomalies[typ] {
+			dot := a.DOT()
+			if dot == "" {
+				continue
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%s-%s-%d.dot", base, typ, i))
+			if err := os.WriteFile(path, []byte(dot), 0o644); err != nil {
+				return fmt.Errorf("--dot: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// workloadCheck runs one of the Jepsen workload checkers.
+func workloadCheck(name string, opt workload.Options) fileCheck {
+	return func(_ context.Context, file string, data []byte, format history.Format, warn io.Writer) (linear.Verdict, any, string, func() error, error) {
+		h, err := parseHistory(file, data, format, warn)
+		if err != nil {
+			return 0, nil, "", nil, err
+		}
+		r, err := workload.Check(name, h, opt)
+		if err != nil {
+			return 0, nil, "", nil, fmt.Errorf("%s: %w", file, err)
+		}
+		obj := map[string]any{"file": file}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return 0, nil, "", nil, err
+		}
+		if err := json.Unmarshal(b, &obj); err != nil {
+			return 0, nil, "", nil, err
+		}
+		obj["file"] = file
+		return r.Valid, obj, file + ": " + r.Summary(), nil, nil
+	}
 }
 
 func formatNames() string {

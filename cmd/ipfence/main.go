@@ -35,6 +35,7 @@ func commands() []command {
 		{"ctl", "operate a running node: status, actions, approve, reject, drain, undrain", runCtl},
 		{"dev", "start a simulator and a cluster of nodes on loopback, for a first look", runDev},
 		{"test", "run a Jepsen-style test: test capture runs nodes under faults and checks them", runTest},
+		{"sim", "write the history of a simulated transactional database (for the checkers)", runSim},
 	}
 }
 

@@ -9,10 +9,11 @@ import (
 // OpRef names a transaction in a report.
 type OpRef struct {
 	// Index is the invoke event's index in the history.
-	Index   int64           `json:"index"`
-	Process history.Process `json:"process"`
-	Type    string          `json:"type"`
-	Value   history.Value   `json:"value"`
+	Index int64 `json:"index"`
+	// Process is nil for an event that named none.
+	Process *history.Process `json:"process"`
+	Type    string           `json:"type"`
+	Value   history.Value    `json:"value"`
 }
 
 // Step is one edge of a cycle: From must precede To because of Why.
@@ -36,12 +37,11 @@ type Anomaly struct {
 // ref describes transaction t.
 func (p *parsed) ref(t int32) OpRef {
 	tx := &p.txns[t]
-	o := &p.ops[tx.op]
-	v := o.Input
-	if o.Type == history.OK {
-		v = o.Output
+	r := OpRef{Index: tx.index, Type: tx.typ.String(), Value: p.value(t)}
+	if pr := tx.process; pr < anonymousBase {
+		r.Process = &pr
 	}
-	return OpRef{Index: o.Index, Process: o.Process, Type: o.Type.String(), Value: v}
+	return r
 }
 
 // anomalies collects the anomalies found, by type, keeping at most

@@ -59,14 +59,30 @@ type Result struct {
 // Check checks a history against a consistency model.
 func Check(ctx context.Context, h *history.History, o Options) (*Result, error) {
 	start := time.Now()
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	ops, _, err := history.Pair(numberProcesses(h.Events))
+	if err != nil {
+		return nil, err
+	}
+	p, err := parse(o.Workload, ops)
+	if err != nil {
+		return nil, err
+	}
+	return p.check(ctx, o, start), nil
+}
+
+// defaults fills in and checks the options.
+func (o *Options) defaults() error {
 	if o.Workload != ListAppend && o.Workload != RWRegister {
-		return nil, fmt.Errorf("workload %q is not %s or %s", o.Workload, ListAppend, RWRegister)
+		return fmt.Errorf("workload %q is not %s or %s", o.Workload, ListAppend, RWRegister)
 	}
 	if o.Consistency == "" {
 		o.Consistency = "strict-serializable"
 	}
 	if err := ValidModel(o.Consistency); err != nil {
-		return nil, err
+		return err
 	}
 	if o.SearchBudget <= 0 {
 		o.SearchBudget = DefaultSearchBudget
@@ -74,14 +90,11 @@ func Check(ctx context.Context, h *history.History, o Options) (*Result, error) 
 	if o.MaxPerType <= 0 {
 		o.MaxPerType = 8
 	}
-	ops, _, err := history.Pair(numberProcesses(h.Events))
-	if err != nil {
-		return nil, err
-	}
-	p, err := parse(o.Workload, h.Events, ops)
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// check analyses parsed transactions.
+func (p *parsed) check(ctx context.Context, o Options, start time.Time) *Result {
 	an := newAnomalies(o.MaxPerType)
 	prohibited := Prohibited(o.Consistency)
 
@@ -118,12 +131,19 @@ func Check(ctx context.Context, h *history.History, o Options) (*Result, error) 
 		}
 	}
 	res.Txns = len(p.txns)
+	res.AnomalyTypes = []string{}
 	res.Anomalies, res.Counts = an.byType, an.counts
 	for typ := range an.counts {
 		res.AnomalyTypes = append(res.AnomalyTypes, typ)
 	}
 	sort.Strings(res.AnomalyTypes)
 	res.Not, res.AlsoNot = Boundary(res.AnomalyTypes)
+	if res.Not == nil {
+		res.Not = []string{}
+	}
+	if res.AlsoNot == nil {
+		res.AlsoNot = []string{}
+	}
 	res.Valid = linear.True
 	for _, typ := range res.AnomalyTypes {
 		if prohibited[typ] {
@@ -146,8 +166,12 @@ func Check(ctx context.Context, h *history.History, o Options) (*Result, error) 
 		res.Valid = linear.Unknown
 	}
 	res.CheckNS = time.Since(start).Nanoseconds()
-	return res, nil
+	return res
 }
+
+// anonymousBase is the first process number given to events that named
+// none; reports show them without a process.
+const anonymousBase history.Process = 1 << 40
 
 // numberProcesses gives events that name no process (Elle's paper example
 // has none) processes of their own: each such invoke a new one, and each
@@ -156,7 +180,7 @@ func Check(ctx context.Context, h *history.History, o Options) (*Result, error) 
 func numberProcesses(events []history.Event) []history.Event {
 	var out []history.Event
 	var open []history.Process
-	next := history.Process(1 << 40)
+	next := anonymousBase
 	for i, e := range events {
 		if e.Process != history.NoProcess {
 			continue

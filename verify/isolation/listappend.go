@@ -1,6 +1,7 @@
 package isolation
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -118,7 +119,13 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 	var es []edge
 	// ww: consecutive versions of a key, and dirty updates: a committed
 	// append after an aborted one in a key's history.
-	for k, order := range vs.order {
+	keys := make([]int32, 0, len(vs.order))
+	for k := range vs.order {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		order := vs.order[k]
 		abortedAt := -1
 		for i, v := range order {
 			if _, ok := vs.writer[kv{k, v}]; !ok {
@@ -228,10 +235,17 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			es = p.readEdges(es, ti, m.key, ext, vs)
 		}
 	}
+	lostKeys := make([]lostKey, 0, len(lost))
 	for lk, txns := range lost {
-		if len(txns) < 2 {
-			continue
+		if len(txns) >= 2 {
+			lostKeys = append(lostKeys, lk)
 		}
+	}
+	slices.SortFunc(lostKeys, func(a, b lostKey) int {
+		return cmp.Or(cmp.Compare(lost[a][0], lost[b][0]), cmp.Compare(a.k, b.k), cmp.Compare(a.last, b.last))
+	})
+	for _, lk := range lostKeys {
+		txns := lost[lk]
 		names := make([]string, len(txns))
 		for i, t := range txns {
 			names[i] = p.name(t)
@@ -478,7 +492,7 @@ func (p *parsed) appendOf(t int32, k int32, vs *versions) (int64, bool) {
 func (p *parsed) explainOrderEdge(a, b int32, r rel) string {
 	switch r {
 	case process:
-		return fmt.Sprintf("process %s ran %s before %s", p.ops[p.txns[a].op].Process, p.name(a), p.name(b))
+		return fmt.Sprintf("process %s ran %s before %s", p.txns[a].process, p.name(a), p.name(b))
 	case realtime:
 		return fmt.Sprintf("%s completed before %s was invoked", p.name(a), p.name(b))
 	}

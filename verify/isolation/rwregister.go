@@ -1,6 +1,7 @@
 package isolation
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -204,10 +205,17 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			}
 		}
 	}
+	lostKeys := make([]lostKey, 0, len(lost))
 	for lk, txns := range lost {
-		if len(txns) < 2 {
-			continue
+		if len(txns) >= 2 {
+			lostKeys = append(lostKeys, lk)
 		}
+	}
+	slices.SortFunc(lostKeys, func(a, b lostKey) int {
+		return cmp.Or(cmp.Compare(lost[a][0], lost[b][0]), cmp.Compare(a.k, b.k), cmp.Compare(a.v, b.v))
+	})
+	for _, lk := range lostKeys {
+		txns := lost[lk]
 		an.addf(p, "lost-update", txns, "%d transactions read key %s = %s and then wrote it: each update was made without seeing the others",
 			len(txns), p.in.showKey(lk.k), p.in.showVal(lk.v))
 	}
@@ -249,6 +257,9 @@ func versionCycle(g map[int64][]int64) []int64 {
 		nodes = append(nodes, v)
 	}
 	slices.Sort(nodes)
+	for _, v := range nodes {
+		slices.Sort(g[v])
+	}
 	for _, root := range nodes {
 		if color[root] != white {
 			continue

@@ -64,7 +64,8 @@ const nilVal = math.MinInt64
 
 // txn is one transaction of the history.
 type txn struct {
-	op      int32 // index into the history's operations
+	// index is the invoke event's index, by which reports name it.
+	index   int64
 	process history.Process
 	typ     history.Type // OK, Info or Fail
 	mops    []mop
@@ -141,11 +142,13 @@ func (in *interner) showKey(k int32) string { return history.Show(in.keyNames[k]
 // parsed is a history's transactions in compact form.
 type parsed struct {
 	workload string
-	ops      []history.Op
-	events   []history.Event
 	txns     []txn
 	reads    []int64 // the elements of every list read, back to back
 	in       *interner
+	// value renders transaction t's value as the history has it (the
+	// completion's when it completed ok, else the invoke's), for reports;
+	// only anomalies need it, so it may be slow.
+	value func(t int32) history.Value
 }
 
 // InputError is a transaction the checker cannot read.
@@ -160,8 +163,15 @@ func (e *InputError) Error() string {
 
 // parse reads every client operation as a transaction of the workload.
 // Nemesis events were set apart by history.Pair.
-func parse(workload string, events []history.Event, ops []history.Op) (*parsed, error) {
-	p := &parsed{workload: workload, ops: ops, events: events, in: newInterner()}
+func parse(workload string, ops []history.Op) (*parsed, error) {
+	p := &parsed{workload: workload, in: newInterner()}
+	p.value = func(t int32) history.Value {
+		o := &ops[t]
+		if o.Type == history.OK {
+			return o.Output
+		}
+		return o.Input
+	}
 	p.txns = make([]txn, 0, len(ops))
 	var mops []mop
 	for i := range ops {
@@ -191,7 +201,7 @@ func parse(workload string, events []history.Event, ops []history.Op) (*parsed, 
 		if o.Return < 0 {
 			ret = -1
 		}
-		p.txns = append(p.txns, txn{op: int32(i), process: o.Process, typ: o.Type, mops: mops[start:len(mops):len(mops)], call: int32(o.Call), ret: ret})
+		p.txns = append(p.txns, txn{index: o.Index, process: o.Process, typ: o.Type, mops: mops[start:len(mops):len(mops)], call: int32(o.Call), ret: ret})
 	}
 	return p, nil
 }
@@ -260,4 +270,4 @@ func (p *parsed) list(m *mop) []int64 { return p.reads[m.start : m.start+m.n] }
 
 // name renders a transaction for explanations: T and its operation's
 // index in the history, as the invoke event numbers it.
-func (p *parsed) name(t int32) string { return fmt.Sprintf("T%d", p.ops[p.txns[t].op].Index) }
+func (p *parsed) name(t int32) string { return fmt.Sprintf("T%d", p.txns[t].index) }

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/ipfence/ipfence/verify/txnsim"
+)
+
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs, level := flagSet("sim", "sim --db DB --workload W [--ops N] [--concurrency C] [--keys K] [--seed S] [--out FILE]", stderr)
+	db := fs.String("db", "", "simulated database: "+strings.Join(txnsim.DBs, ", "))
+	workload := fs.String("workload", "list-append", "workload: "+strings.Join(txnsim.Workloads, ", "))
+	ops := fs.Int("ops", 1000, "number of transactions")
+	conc := fs.Int("concurrency", txnsim.DefaultConcurrency, "transactions running at once")
+	keys := fs.Int("keys", txnsim.DefaultKeys, "active keys at a time")
+	maxLen := fs.Int("max-txn-length", txnsim.DefaultMaxTxnLen, "micro-operations per transaction, at most")
+	maxWrites := fs.Int("max-writes-per-key", txnsim.DefaultMaxWritesPerKey, "writes a key takes before a fresh key replaces it")
+	infoRate := fs.Float64("info-rate", 0, "probability that a transaction's outcome is indeterminate (info)")
+	seed := fs.Uint64("seed", 1, "seed: the same flags give the same history, byte for byte")
+	out := fs.String("out", "", "write the history to FILE instead of stdout")
+	pos, code, ok := parse(fs, level, args, stderr)
+	if !ok {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ipfence sim: "+format+"\n", a...)
+		return exitError
+	}
+	if len(pos) > 0 {
+		return fail("unexpected argument %q", pos[0])
+	}
+	if *db == "" {
+		fs.Usage()
+		return fail("--db is required: one of %s", strings.Join(txnsim.DBs, ", "))
+	}
+	if *ops < 0 {
+		return fail("--ops: %d is negative", *ops)
+	}
+	cfg := txnsim.Config{DB: *db, Workload: *workload, Ops: *ops, Concurrency: *conc, Keys: *keys,
+		MaxTxnLen: *maxLen, MaxWritesPerKey: *maxWrites, InfoRate: *infoRate, Seed: *seed}
+	if err := cfg.Validate(); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "ipfence sim: %s\n", strings.TrimPrefix(line, "txnsim: "))
+		}
+		return exitError
+	}
+	w := stdout
+	var f *os.File
+	if *out != "" {
+		var err error
+		if f, err = os.Create(*out); err != nil {
+			return fail("%v", err)
+		}
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	_, err := txnsim.Write(bw, cfg)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	return exitValid
+}
