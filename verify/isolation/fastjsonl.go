@@ -3,7 +3,9 @@ package isolation
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -204,6 +206,11 @@ func fastParse(workload string, data []byte) (*parsed, bool) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		// The scanner below assumes valid JSON; checking it first keeps
+		// the fast reader from accepting anything the general one refuses.
+		if !json.Valid(line) {
+			return nil, false
+		}
 		sc = scanner{b: line}
 		ev = fastEvent{index: int64(pos), process: history.NoProcess, line: lineStart, mops: ev.mops[:0]}
 		if err := p.fastEvent(&sc, &ev); err != nil {
@@ -295,7 +302,8 @@ func (p *parsed) fastEvent(sc *scanner, ev *fastEvent) error {
 	if !sc.byte('{') {
 		return errSlow
 	}
-	sawType := false
+	sawType, sawValue := false, false
+	var seenKeys []string
 	for first := true; ; first = false {
 		if sc.byte('}') {
 			break
@@ -306,6 +314,27 @@ func (p *parsed) fastEvent(sc *scanner, ev *fastEvent) error {
 		key, err := sc.str()
 		if err != nil || !sc.byte(':') {
 			return errSlow
+		}
+		// What the general reader refuses or reshapes goes to it: a
+		// repeated key, a "key" field (folded into the value), a time or
+		// a node of the wrong kind.
+		if len(seenKeys) > 0 && slices.Contains(seenKeys, string(key)) {
+			return errSlow
+		}
+		seenKeys = append(seenKeys, string(key))
+		switch string(key) {
+		case "key":
+			return errSlow
+		case "time":
+			if _, err := sc.int(); err != nil {
+				return err
+			}
+			continue
+		case "node":
+			if _, err := sc.str(); err != nil {
+				return err
+			}
+			continue
 		}
 		switch string(key) {
 		case "index":
@@ -364,13 +393,15 @@ func (p *parsed) fastEvent(sc *scanner, ev *fastEvent) error {
 			if err := p.fastMops(sc, ev); err != nil {
 				return err
 			}
+			sawValue = true
 		default:
 			if err := sc.skip(); err != nil {
 				return err
 			}
 		}
 	}
-	if !sawType {
+	sc.ws()
+	if !sawType || sc.i != len(sc.b) || (!sawValue && !ev.nemesis) {
 		return errSlow
 	}
 	return nil

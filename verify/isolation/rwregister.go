@@ -53,7 +53,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 		k    int32
 		a, b int64
 	}
-	var initial, wfr, within, seq, lin []vedge
+	var initial, wfr, seq, lin []vedge
 	var es []edge
 	type lostKey struct {
 		k int32
@@ -78,12 +78,10 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			m := &tx.mops[i]
 			if m.kind == mWrite {
 				if v, ok := readFirst[m.key]; ok && !wrote[m.key] {
-					wfr = append(wfr, vedge{m.key, v, m.val})
+					wfr = append(wfr, vedge{m.key, v, lastWrite(tx, m.key)})
 					if tx.typ == history.OK {
 						lost[lostKey{m.key, v}] = append(lost[lostKey{m.key, v}], ti)
 					}
-				} else if prev, ok := known[m.key]; ok && wrote[m.key] {
-					within = append(within, vedge{m.key, prev, m.val})
 				}
 				known[m.key] = m.val
 				wrote[m.key] = true
@@ -104,7 +102,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			reads = append(reads, observation{ti, m.val})
 			readKeys = append(readKeys, m.key)
 			p.checkRegisterRead(an, ti, m, vs, intermediate)
-			if m.val != nilVal {
+			if m.val != nilVal && !intermediate[kv{m.key, m.val}] {
 				if w, ok := vs.writer[kv{m.key, m.val}]; ok && w != ti {
 					es = append(es, edge{w, ti, wr})
 				}
@@ -114,8 +112,12 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			perKey[k] = append(perKey[k], observation{ti, v})
 		}
 	}
+	// Only a transaction's last write of a key is a version of it: the
+	// others were never installed (reading one is G1b, reported above).
 	for x := range vs.writer {
-		initial = append(initial, vedge{x.k, nilVal, x.v})
+		if !intermediate[x] {
+			initial = append(initial, vedge{x.k, nilVal, x.v})
+		}
 	}
 	if o.SequentialKeys || o.LinearizableKeys {
 		for k, obs := range perKey {
@@ -180,7 +182,6 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 	}
 	addAll("the initial state", initial)
 	addAll("writes that follow reads", wfr)
-	addAll("writes within a transaction", within)
 	addAll("process order (sequential keys)", seq)
 	addAll("real-time order (linearizable keys)", lin)
 
@@ -220,6 +221,18 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			len(txns), p.in.showKey(lk.k), p.in.showVal(lk.v))
 	}
 	return vs, es
+}
+
+// lastWrite returns the value a transaction last wrote to a key: the
+// version it installs.
+func lastWrite(tx *txn, k int32) int64 {
+	v := int64(nilVal)
+	for i := range tx.mops {
+		if m := &tx.mops[i]; m.kind == mWrite && m.key == k {
+			v = m.val
+		}
+	}
+	return v
 }
 
 // checkRegisterRead reports a read of a value nobody wrote, of an aborted

@@ -1,0 +1,111 @@
+package isolation
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/linear"
+	"github.com/ipfence/ipfence/verify/txnsim"
+)
+
+// peakHeap samples the live heap while f runs and returns the largest
+// sample (runtime/metrics, every 5 ms): the figure the issue bounds by 4 GB.
+func peakHeap(f func()) uint64 {
+	done := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		var max uint64
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(s)
+			max = maxU(max, s[0].Value.Uint64())
+			select {
+			case <-done:
+				peak <- max
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	return <-peak
+}
+
+func maxU(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// BenchmarkCheckSI checks list-append histories of a simulated snapshot-
+// isolated database (concurrency 10, 100 keys) for strict serializability,
+// from the JSON Lines bytes to the result, at three sizes, to show how the
+// time grows. The 1,000,000-transaction target is 20 s and 4 GB:
+//
+//	go test ./verify/isolation -run '^$' -bench CheckSI -benchtime 1x -timeout 30m
+func BenchmarkCheckSI(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("txns=%d", n), func(b *testing.B) {
+			var buf bytes.Buffer
+			if _, err := txnsim.Write(&buf, txnsim.Config{DB: "si", Workload: ListAppend, Ops: n, Concurrency: 10, Keys: 100, Seed: 1}); err != nil {
+				b.Fatal(err)
+			}
+			data := buf.Bytes()
+			runtime.GC()
+			b.ResetTimer()
+			var res *Result
+			var peak uint64
+			for b.Loop() {
+				peak = maxU(peak, peakHeap(func() {
+					var err error
+					if res, err = CheckJSONL(context.Background(), "si", data, Options{Workload: ListAppend}); err != nil {
+						b.Fatal(err)
+					}
+				}))
+			}
+			if res.Valid != linear.False {
+				b.Fatalf("an SI history checked strict-serializable: %v %v", res.Valid, res.AnomalyTypes)
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "txns/s")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
+
+// BenchmarkHugeSCC reads and checks Elle's huge-scc.edn (10,300
+// transactions in one strongly connected component, on which Elle's cycle
+// search times out) for strict serializability; the target is 2 s for the
+// full result with a concrete G2-item-realtime cycle.
+func BenchmarkHugeSCC(b *testing.B) {
+	path := filepath.Join(testenv.Corpus(b), "elle", "huge-scc.edn")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		h, err := history.Parse(path, data, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := Check(context.Background(), h, Options{Workload: ListAppend})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Anomalies["G2-item-realtime"]) == 0 {
+			b.Fatalf("no G2-item-realtime cycle: %v", res.AnomalyTypes)
+		}
+	}
+}
