@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/ipfence/ipfence/verify/txnsim"
@@ -37,8 +38,28 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return fail("--db is required: one of %s", strings.Join(txnsim.DBs, ", "))
 	}
+	if !slices.Contains(txnsim.DBs, *db) {
+		return fail("--db: %q is not a simulated database; valid: %s", *db, strings.Join(txnsim.DBs, ", "))
+	}
+	if !slices.Contains(txnsim.Workloads, *workload) {
+		return fail("--workload: %q is not a workload; valid: %s", *workload, strings.Join(txnsim.Workloads, ", "))
+	}
 	if *ops < 0 {
 		return fail("--ops: %d is negative", *ops)
+	}
+	// The library reads zero as "the default"; on the command line the
+	// default is already filled in, so a zero here is a mistake.
+	for _, f := range []struct {
+		name  string
+		v, hi int
+	}{{"concurrency", *conc, txnsim.MaxConcurrency}, {"keys", *keys, txnsim.MaxKeys},
+		{"max-txn-length", *maxLen, txnsim.MaxMaxTxnLen}, {"max-writes-per-key", *maxWrites, txnsim.MaxMaxWritesPerKey}} {
+		if f.v < 1 || f.v > f.hi {
+			return fail("--%s: %d is out of range; valid: 1 to %d", f.name, f.v, f.hi)
+		}
+	}
+	if *infoRate < 0 || *infoRate > 1 || *infoRate != *infoRate {
+		return fail("--info-rate: %v is out of range; valid: 0 to 1", *infoRate)
 	}
 	cfg := txnsim.Config{DB: *db, Workload: *workload, Ops: *ops, Concurrency: *conc, Keys: *keys,
 		MaxTxnLen: *maxLen, MaxWritesPerKey: *maxWrites, InfoRate: *infoRate, Seed: *seed}

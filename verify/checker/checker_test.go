@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/isolation"
 	"github.com/ipfence/ipfence/verify/linear"
 	"github.com/ipfence/ipfence/verify/model"
 	"github.com/ipfence/ipfence/verify/report"
@@ -145,6 +149,48 @@ func TestLinearizable(t *testing.T) {
 	}
 	// A model that cannot read the operations: unknown, with the reason.
 	if res := lin.Check(context.Background(), newRun(t, op(0, "frob", history.OK, nil, nil))); res.Valid != linear.Unknown {
+		t.Fatalf("%+v", res)
+	}
+}
+
+// Transactional finds write skew in a list-append history, names it as
+// Elle does, and writes the anomalies and their cycles into the run's
+// folder; a serial history passes.
+func TestTransactional(t *testing.T) {
+	mops := func(m ...[]any) history.Value {
+		out := make([]history.Value, len(m))
+		for i, x := range m {
+			out[i] = []history.Value(x)
+		}
+		return out
+	}
+	skew := newRun(t,
+		op(0, "txn", history.OK, mops([]any{"r", "x", []history.Value{}}, []any{"append", "y", int64(1)}), nil),
+		op(1, "txn", history.OK, mops([]any{"r", "y", []history.Value{}}, []any{"append", "x", int64(1)}), nil),
+		op(2, "txn", history.OK, mops([]any{"r", "x", []history.Value{int64(1)}}, []any{"r", "y", []history.Value{int64(1)}}), nil))
+	skew.Dir = t.TempDir()
+	c := Transactional(TransactionalOptions{Isolation: isolation.Options{Workload: isolation.ListAppend, Consistency: "serializable"}})
+	res := c.Check(context.Background(), skew)
+	if res.Valid != linear.False || !slices.Equal(res.Fields["anomaly_types"].([]string), []string{"G2-item"}) ||
+		!slices.Equal(res.Fields["not"].([]string), []string{"repeatable-read"}) || res.Fields["txns"] != 3 || res.Fields["page"] != "anomalies.json" {
+		t.Fatalf("%+v", res)
+	}
+	b, err := os.ReadFile(filepath.Join(skew.Dir, "anomalies.json"))
+	if err != nil || !strings.Contains(string(b), `"G2-item"`) || !strings.Contains(string(b), "explanation") {
+		t.Fatalf("anomalies.json: %v %s", err, b)
+	}
+	if dot, err := os.ReadFile(filepath.Join(skew.Dir, "cycles", "G2-item-0.dot")); err != nil || !strings.HasPrefix(string(dot), "digraph") {
+		t.Fatalf("cycle file: %v %s", err, dot)
+	}
+	serial := newRun(t,
+		op(0, "txn", history.OK, mops([]any{"r", "x", []history.Value{}}, []any{"append", "y", int64(1)}), nil),
+		op(1, "txn", history.OK, mops([]any{"r", "y", []history.Value{int64(1)}}, []any{"append", "x", int64(1)}), nil))
+	if res := c.Check(context.Background(), serial); res.Valid != linear.True || res.Fields["txns"] != 2 {
+		t.Fatalf("serial: %+v", res)
+	}
+	// A history that is not transactions: unknown, with the reason.
+	if res := c.Check(context.Background(), newRun(t, op(0, "read", history.OK, int64(1), nil))); res.Valid != linear.Unknown ||
+		!strings.Contains(res.Fields["error"].(string), "not a transaction") {
 		t.Fatalf("%+v", res)
 	}
 }

@@ -150,6 +150,32 @@ func (n *faults) Teardown(context.Context) error {
 	return nil
 }
 
+// signalWriter collects what is written and closes seen the first time the
+// text contains want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+func (w *signalWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
 func TestNemesisRecordedAndHealedOnInterrupt(t *testing.T) {
 	nem := &faults{}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -158,14 +184,24 @@ func TestNemesisRecordedAndHealedOnInterrupt(t *testing.T) {
 		gen.Nemesis(gen.Cycle(gen.Sleep(20*time.Millisecond), gen.Once(gen.NemesisOp("start-pause", nil)),
 			gen.Sleep(20*time.Millisecond), gen.Once(gen.NemesisOp("stop-pause", nil)))),
 	)
+	// Interrupt once a progress line has named the active fault (or after
+	// 10 s, and the assertions below fail): a fixed delay would make the
+	// test depend on the machine's load.
+	prog := &signalWriter{want: "faults: pause", seen: make(chan struct{})}
+	start := time.Now()
 	go func() {
-		time.Sleep(150 * time.Millisecond)
+		select {
+		case <-prog.seen:
+			// Let at least two faults begin, and the progress log a few
+			// lines, before the interrupt.
+			time.Sleep(max(30*time.Millisecond, 150*time.Millisecond-time.Since(start)))
+		case <-time.After(10 * time.Second):
+		}
 		cancel()
 	}()
-	var prog bytes.Buffer
 	out, err := Run(ctx, Test{
 		Name: "nem", Concurrency: 2, Client: &regClient{r: &register{}}, Nemesis: nem, Generator: g,
-		Store: t.TempDir(), Progress: &prog, LogEvery: 20 * time.Millisecond,
+		Store: t.TempDir(), Progress: prog, LogEvery: 20 * time.Millisecond,
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want canceled", err)

@@ -253,6 +253,9 @@ func fastParse(workload string, data []byte) (*parsed, bool) {
 		start := len(mops)
 		for j, r := range src {
 			m := mop{kind: r.f, key: r.key, val: r.val}
+			if r.f != mRead && ev.typ == history.OK && invokeMops[t][j] != r {
+				return nil, false
+			}
 			if r.f == mRead && ev.typ == history.OK {
 				if invokeMops[t][j].f != mRead || invokeMops[t][j].key != r.key {
 					return nil, false

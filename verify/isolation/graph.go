@@ -86,16 +86,6 @@ func build(n int, es []edge) *graph {
 	return g
 }
 
-// between returns the kinds of the edge a→b, 0 when there is none.
-func (g *graph) between(a, b int32) rel {
-	lo, hi := g.off[a], g.off[a+1]
-	i, ok := slices.BinarySearch(g.to[lo:hi], b)
-	if !ok {
-		return 0
-	}
-	return g.rels[lo+int32(i)]
-}
-
 // sccs returns the strongly connected components of more than one node of
 // the subgraph of edges with a kind in mask (Tarjan's algorithm, without
 // recursion so that a long chain cannot overflow the stack). Components

@@ -10,7 +10,11 @@ import (
 // Summary is the answer on one line, for people.
 func (r *Result) Summary(file string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s (%s, %s, %d transactions)", file, strings.ToUpper(verdictWord(r)), r.Workload, r.Consistency, r.Txns)
+	noun := "transactions"
+	if r.Txns == 1 {
+		noun = "transaction"
+	}
+	fmt.Fprintf(&b, "%s: %s (%s, %s, %d %s)", file, strings.ToUpper(verdictWord(r)), r.Workload, r.Consistency, r.Txns, noun)
 	if len(r.AnomalyTypes) > 0 {
 		fmt.Fprintf(&b, ": %s", strings.Join(r.AnomalyTypes, ", "))
 	}

@@ -41,8 +41,6 @@ const (
 	mWrite
 )
 
-var mopNames = [...]string{"append", "r", "w"}
-
 // mop is one micro-operation of a transaction. Keys and values are
 // interned: keys as small integers, values as int64 (integers stand for
 // themselves; other values get ids no integer in a history will reach).
@@ -213,6 +211,11 @@ func (p *parsed) mop(o *history.Op, j int, raw history.Value, out []history.Valu
 		return mop{}, &InputError{o.Index, fmt.Sprintf("micro-operation %d must be [f key value], found %s", j, history.Show(raw))}
 	}
 	f, _ := l[0].(string)
+	if out != nil && f != "r" && history.Key(out[j]) != history.Key(raw) {
+		// A completion reports what ran; a write that changed on the way
+		// is a malformed history, not something to pick a side of.
+		return mop{}, &InputError{o.Index, fmt.Sprintf("completed micro-operation %d is %s, but %s was invoked", j, history.Show(out[j]), history.Show(raw))}
+	}
 	m := mop{key: p.in.key(l[1])}
 	switch {
 	case f == "append" && p.workload == ListAppend:

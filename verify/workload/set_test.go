@@ -28,7 +28,7 @@ func TestSetValid(t *testing.T) {
 	if r.Ops != 6 {
 		t.Fatalf("ops = %d", r.Ops)
 	}
-	if got := r.Summary(); got != "set: valid (6 ops): 2 acknowledged elements, all present in 1 final read; 1 recovered from crashed adds" {
+	if got := r.Summary(); got != "set-final: valid (6 ops): 2 acknowledged elements, all present in 1 final read; 1 recovered from crashed adds" {
 		t.Fatalf("summary %q", got)
 	}
 }

@@ -57,7 +57,7 @@ const (
 	// completed ok. Fields: attempt_count, acknowledged_count, read_count,
 	// final_reads, ok_count, lost(_count), unexpected(_count),
 	// recovered(_count); element lists are sorted.
-	Set = "set"
+	Set = "set-final"
 
 	// SetFull is Jepsen's set-full workload: adds of distinct elements
 	// and reads of the whole set all through the history. For each element:

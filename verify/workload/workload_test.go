@@ -78,13 +78,13 @@ func vals(xs ...int64) []history.Value {
 }
 
 func TestNames(t *testing.T) {
-	want := []string{"set", "set-full", "counter", "bank", "long-fork"}
+	want := []string{"set-final", "set-full", "counter", "bank", "long-fork"}
 	if got := Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
 	// A caller changing the slice changes nothing here.
 	Names()[0] = "x"
-	if Names()[0] != "set" {
+	if Names()[0] != "set-final" {
 		t.Fatal("Names shares its slice")
 	}
 	for _, n := range want {
@@ -188,7 +188,7 @@ func TestReportJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(b), `{"model":"set","valid":false,"ops":2,"acknowledged_count":1,`) {
+	if !strings.HasPrefix(string(b), `{"model":"set-final","valid":false,"ops":2,"acknowledged_count":1,`) {
 		t.Fatalf("JSON starts %s", b)
 	}
 	var m map[string]any
@@ -210,14 +210,14 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["valid"] != "unknown" || m["model"] != "set" || !strings.Contains(m["reason"].(string), "never read") {
+	if m["valid"] != "unknown" || m["model"] != "set-final" || !strings.Contains(m["reason"].(string), "never read") {
 		t.Fatalf("JSON %s", b)
 	}
 }
 
 func TestSummary(t *testing.T) {
 	r := check(t, Set, Options{}, "0 :invoke :add 1", "0 :ok :add 1")
-	if got, want := r.Summary(), "set: unknown (1 op): the set was never read: no read completed ok"; got != want {
+	if got, want := r.Summary(), "set-final: unknown (1 op): the set was never read: no read completed ok"; got != want {
 		t.Fatalf("Summary() = %q, want %q", got, want)
 	}
 	if strings.Contains(r.Summary(), "\n") {

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipfence/ipfence/internal/testenv"
+)
+
+// The transactional models through the command line: the corpus files get
+// their published verdicts and exit codes, and flags that do not belong to
+// a model are refused by name.
+func TestCheckTransactional(t *testing.T) {
+	corpus := testenv.Corpus(t)
+	c := func(rel string) string { return filepath.Join(corpus, rel) }
+	paper := c("elle/paper-example.edn")
+	si := c("elle/si-without-g-single.edn")
+	rw := c("elle-cli/elle/rw-register.edn")
+	torn := write(t, "torn.jsonl", `{"type":"invoke","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+
+		`{"type":"ok","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+`{"type":"invoke","pro`)
+	garbled := write(t, "garbled.jsonl", `{"type":"invoke","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+
+		`{"type":"ok","process":0,"f":"txn","value":[["frob","x",1]]}`+"\n")
+
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout []string
+		stderr []string
+	}{
+		{"G-single", []string{"check", "--model", "list-append", paper}, 1,
+			[]string{paper + ": INVALID (list-append, strict-serializable, 4 transactions): G-single-item, G-single-item-realtime; not consistent-view, repeatable-read"}, nil},
+		{"snapshot isolation holds", []string{"check", "--model", "list-append", "--consistency", "snapshot-isolation", si}, 0,
+			[]string{si + ": VALID (list-append, snapshot-isolation, 4 transactions)"}, nil},
+		{"serializable does not", []string{"check", "--model", "list-append", "--consistency", "serializable", si}, 1,
+			[]string{"G2-item; not repeatable-read"}, nil},
+		{"garbage read", []string{"check", "--model", "rw-register", rw}, 1, []string{"garbage-read"}, nil},
+		{"elle-cli json array", []string{"check", "--model", "list-append", "--consistency", "serializable", c("elle-cli/elle/paper-example.json")}, 1,
+			[]string{"G-single-item"}, nil},
+		{"torn last line", []string{"check", "--model", "list-append", torn}, 0, []string{"VALID (list-append, strict-serializable, 1 transaction)"},
+			[]string{torn + ":3: the last line is cut short"}},
+		{"unknown micro-op", []string{"check", "--model", "list-append", garbled}, 3, nil, []string{garbled + `: transaction invoked at index 0: completed micro-operation 0 is ["frob" "x" 1], but ["append" "x" 1] was invoked`}},
+		{"unknown consistency", []string{"check", "--model", "list-append", "--consistency", "serial", paper}, 3, nil,
+			[]string{`--consistency: unknown consistency model "serial"; valid: ROLA,`, "strict-serializable"}},
+		{"linearizability flag", []string{"check", "--model", "list-append", "--initial", "0", paper}, 3, nil,
+			[]string{"--initial does not apply to --model list-append (it is for linearizability models)"}},
+		{"rw-register flag with list-append", []string{"check", "--model", "list-append", "--sequential-keys", paper}, 3, nil,
+			[]string{"--sequential-keys does not apply to --model list-append (it is for rw-register)"}},
+		{"bank flag", []string{"check", "--model", "rw-register", "--bank-total", "3", rw}, 3, nil,
+			[]string{"--bank-total does not apply to --model rw-register (it is for bank and long-fork)"}},
+		{"consistency with a linearizability model", []string{"check", "--model", "cas-register", "--consistency", "serializable", paper}, 3, nil,
+			[]string{"--consistency does not apply to --model cas-register (it is for list-append and rw-register)"}},
+		{"dot with a workload", []string{"check", "--model", "set", "--dot", t.TempDir(), paper}, 3, nil,
+			[]string{"--dot does not apply to --model set"}},
+		{"one invalid among valid", []string{"check", "--model", "list-append", "--consistency", "snapshot-isolation", si, paper}, 1,
+			[]string{si + ": VALID", paper + ": INVALID"}, nil},
+		{"bank", []string{"check", "--model", "bank", c("elle-cli/jepsen/bank.edn")}, 0, []string{"bank: valid"}, nil},
+		{"Jepsen's set checker", []string{"check", "--model", "set-final", c("elle-cli/jepsen/set.edn")}, 0, []string{"set-final: valid"}, nil},
+		{"set is still the linearizability model", []string{"check", "--model", "set", c("elle-cli/jepsen/set.edn")}, 0, []string{"linearizable (set,"}, nil},
+		{"negative group size", []string{"check", "--model", "long-fork", "--group-size", "-1", c("elle-cli/jepsen/long-fork.edn")}, 3, nil,
+			[]string{"--group-size: -1 is negative"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout, stderr)
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout)
+				}
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+		})
+	}
+}
+
+// --json prints one object per file with the fields other tools read, and
+// --dot writes one Graphviz file per cycle.
+func TestCheckTransactionalJSONAndDOT(t *testing.T) {
+	corpus := testenv.Corpus(t)
+	paper := filepath.Join(corpus, "elle/paper-example.edn")
+	si := filepath.Join(corpus, "elle/si-without-g-single.edn")
+	dots := t.TempDir()
+	code, stdout, stderr := runCLI("check", "--model", "list-append", "--consistency", "serializable", "--json", "--dot", dots, paper, si)
+	if code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want one line per file, got %d:\n%s", len(lines), stdout)
+	}
+	type result struct {
+		File         string   `json:"file"`
+		Model        string   `json:"model"`
+		Consistency  string   `json:"consistency"`
+		Valid        any      `json:"valid"`
+		AnomalyTypes []string `json:"anomaly_types"`
+		Not          []string `json:"not"`
+		AlsoNot      []string `json:"also_not"`
+		Txns         int      `json:"txns"`
+		CheckNS      int64    `json:"check_ns"`
+	}
+	var got [2]result
+	for i, line := range lines {
+		if err := json.Unmarshal([]byte(line), &got[i]); err != nil {
+			t.Fatalf("line %d: %v: %s", i, err, line)
+		}
+		if got[i].Model != "list-append" || got[i].Consistency != "serializable" || got[i].Valid != false || got[i].CheckNS <= 0 {
+			t.Errorf("line %d: %+v", i, got[i])
+		}
+	}
+	if got[0].File != paper || !slices.Equal(got[0].AnomalyTypes, []string{"G-single-item"}) ||
+		!slices.Equal(got[0].Not, []string{"consistent-view", "repeatable-read"}) || got[0].Txns != 4 ||
+		!slices.Contains(got[0].AlsoNot, "serializable") || !slices.Contains(got[0].AlsoNot, "strict-serializable") {
+		t.Errorf("paper example: %+v", got[0])
+	}
+	if got[1].File != si || !slices.Equal(got[1].AnomalyTypes, []string{"G2-item"}) || !slices.Equal(got[1].Not, []string{"repeatable-read"}) {
+		t.Errorf("si without G-single: %+v", got[1])
+	}
+	entries, err := os.ReadDir(dots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := []string{"paper-example-G-single-item-0.dot", "si-without-g-single-G2-item-0.dot"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("dot files %v, want %v", names, want)
+	}
+	b, err := os.ReadFile(filepath.Join(dots, want[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), "digraph") || !strings.Contains(string(b), "rw") {
+		t.Fatalf("dot file:\n%s", b)
+	}
+}
+
+// ipfence sim writes histories the checker judges as the simulated
+// database's isolation level promises; the same seed gives the same bytes.
+func TestSimThenCheck(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "si.jsonl")
+	if code, _, stderr := runCLI("sim", "--db", "si", "--ops", "3000", "--keys", "10", "--seed", "2", "--out", out); code != 0 {
+		t.Fatalf("sim: exit %d: %s", code, stderr)
+	}
+	code, again, stderr := runCLI("sim", "--db", "si", "--ops", "3000", "--keys", "10", "--seed", "2")
+	first, err := os.ReadFile(out)
+	if err != nil || code != 0 {
+		t.Fatalf("sim: %v %d %s", err, code, stderr)
+	}
+	if again != string(first) {
+		t.Fatal("the same seed gave different histories")
+	}
+	if n := strings.Count(again, "\n"); n != 6000 {
+		t.Fatalf("%d events, want 6000 (3000 invocations and completions)", n)
+	}
+	if code, stdout, stderr := runCLI("check", "--model", "list-append", "--consistency", "snapshot-isolation", out); code != 0 {
+		t.Fatalf("snapshot isolation: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr := runCLI("check", "--model", "list-append", "--consistency", "serializable", out)
+	if code != 1 || !strings.Contains(stdout, "G2-item") {
+		t.Fatalf("serializable: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	bad := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"sim"}, "--db is required"},
+		{[]string{"sim", "--db", "mysql"}, `--db: "mysql" is not a simulated database; valid: serializable, ssi, si, read-committed, prefix`},
+		{[]string{"sim", "--db", "si", "--workload", "queue"}, `--workload: "queue" is not a workload`},
+		{[]string{"sim", "--db", "si", "--ops", "-1"}, "--ops: -1 is negative"},
+		{[]string{"sim", "--db", "si", "--keys", "0"}, "--keys: 0 is out of range; valid: 1 to"},
+		{[]string{"sim", "--db", "si", "--concurrency", "100000"}, "--concurrency: 100000 is out of range; valid: 1 to 65536"},
+		{[]string{"sim", "--db", "si", "--info-rate", "1.5"}, "--info-rate: 1.5 is out of range"},
+		{[]string{"sim", "--db", "si", "extra"}, `unexpected argument "extra"`},
+		{[]string{"sim", "--db", "si", "--out", filepath.Join(dir, "no", "such", "dir", "h.jsonl")}, "no such file or directory"},
+	}
+	for _, b := range bad {
+		code, stdout, stderr := runCLI(b.args...)
+		if code != 3 || !strings.Contains(stderr, b.stderr) || stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 3 and %q", b.args, code, stdout, stderr, b.stderr)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/isolation"
+)
+
+// TransactionalOptions configure Transactional.
+type TransactionalOptions struct {
+	// Isolation says which workload the transactions are and which
+	// consistency model they must satisfy.
+	Isolation isolation.Options
+	// History builds the history to check from the run; nil checks the
+	// run's events as they are.
+	History func(r *Run) ([]history.Event, error)
+	// Timeout bounds the check; past it the searches still running report
+	// unknown.
+	Timeout time.Duration
+}
+
+// Transactional checks the run's transactions against a consistency model
+// with the transactional checker (Elle's method). When the run has a
+// folder it writes the whole result, every anomaly with its explanation,
+// to anomalies.json, and each cycle found as a Graphviz file under
+// cycles/.
+func Transactional(o TransactionalOptions) Checker {
+	return Func(func(ctx context.Context, r *Run) Result {
+		events := r.Events
+		if o.History != nil {
+			var err error
+			if events, err = o.History(r); err != nil {
+				return Errorf("building the transactional history: %v", err)
+			}
+		}
+		if o.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+			defer cancel()
+		}
+		res, err := isolation.Check(ctx, &history.History{Format: history.JSONL, Events: events}, o.Isolation)
+		if err != nil {
+			return Errorf("%v", err)
+		}
+		fields := map[string]any{
+			"model": res.Workload, "consistency": res.Consistency,
+			"anomaly_types": res.AnomalyTypes, "not": res.Not, "also_not": res.AlsoNot,
+			"txns": res.Txns, "check_ms": float64(res.CheckNS) / 1e6,
+		}
+		if len(res.Counts) > 0 {
+			fields["counts"] = res.Counts
+		}
+		if len(res.Incomplete) > 0 {
+			fields["incomplete"] = res.Incomplete
+		}
+		if r.Dir != "" {
+			if err := writeAnomalies(r.Dir, res); err != nil {
+				fields["page_error"] = err.Error()
+			} else if len(res.AnomalyTypes) > 0 {
+				fields["page"] = "anomalies.json"
+			}
+		}
+		return Result{Valid: res.Valid, Fields: fields}
+	})
+}
+
+// writeAnomalies saves the result and one Graphviz file per cycle.
+func writeAnomalies(dir string, res *isolation.Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "anomalies.json"), b, 0o644); err != nil {
+		return err
+	}
+	for _, typ := range res.AnomalyTypes {
+		for i, a := range res.Anomalies[typ] {
+			dot := a.DOT()
+			if dot == "" {
+				continue
+			}
+			if err := os.MkdirAll(filepath.Join(dir, "cycles"), 0o755); err != nil {
+				return err
+			}
+			name := filepath.Join(dir, "cycles", fmt.Sprintf("%s-%d.dot", typ, i))
+			if err := os.WriteFile(name, []byte(dot), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
