@@ -34,7 +34,7 @@ func commands() []command {
 		{"serve", "run a capture node (the daemon)", runServe},
 		{"ctl", "operate a running node: status, actions, approve, reject, drain, undrain", runCtl},
 		{"dev", "start a simulator and a cluster of nodes on loopback, for a first look", runDev},
-		{"test", "run a Jepsen-style test: test capture runs nodes under faults and checks them", runTest},
+		{"test", "run a Jepsen-style test: test capture (ipfence's nodes) or test etcd (a real etcd cluster) under faults", runTest},
 		{"sim", "write the history of a simulated transactional database (for the checkers)", runSim},
 	}
 }

@@ -20,8 +20,45 @@ import (
 // partitions go through the harness's proxies by default.
 var unprivileged = suite.Nemeses
 
+// tests are the tests `ipfence test` runs, by name.
+var tests = []string{"capture", "etcd"}
+
 func runTest(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("test", "test capture [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "capture":
+			return runTestCapture(args[1:], stdout, stderr)
+		case "etcd":
+			return runTestEtcd(args[1:], stdout, stderr)
+		case "-h", "-help", "--help":
+			fmt.Fprintf(stderr, "Usage: ipfence test capture|etcd [flags]\n\n  capture  ipfence's own nodes on the cloud simulator under faults\n  etcd     a real etcd cluster under faults\n\nipfence test NAME --help lists a test's flags.\n")
+			return exitValid
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "ipfence test: unknown test %q; the tests are: %s\n", args[0], strings.Join(tests, ", "))
+			return exitError
+		}
+	}
+	fmt.Fprintf(stderr, "Usage: ipfence test capture|etcd [flags]\nipfence test: name the test to run first: %s\n", strings.Join(tests, ", "))
+	return exitError
+}
+
+// splitKinds reads a --nemesis value: comma-separated kinds, or none.
+func splitKinds(s string) []string {
+	var kinds []string
+	if s == "none" || s == "" {
+		return nil
+	}
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+func runTestCapture(args []string, stdout, stderr io.Writer) int {
+	fs, level := flagSet("test capture", "test capture [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
 	nodes := fs.Int("nodes", 3, "number of ipfence serve nodes, 2 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
 	nem := fs.String("nemesis", strings.Join(unprivileged, ","), "faults to inject, comma-separated: "+strings.Join(suite.Nemeses, ",")+", or none")
@@ -38,25 +75,18 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ipfence test: "+format+"\n", a...)
 		return exitError
 	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return fail("name the test to run: capture")
+	if len(pos) > 0 {
+		return fail("unexpected argument %q", pos[0])
 	}
-	if pos[0] != "capture" {
-		return fail("unknown test %q; the tests are: capture", pos[0])
+	// Options read zero as "the default"; here the defaults are filled in,
+	// so a zero given on the command line is a mistake.
+	if *nodes < 1 {
+		return fail("--nodes must be from 2 to 9, not %d", *nodes)
 	}
-	if len(pos) > 1 {
-		return fail("unexpected argument %q", pos[1])
+	if *limit < 0 {
+		return fail("--time-limit must be at least 10s, not %v", *limit)
 	}
-	var kinds []string
-	if *nem != "none" && *nem != "" {
-		for _, k := range strings.Split(*nem, ",") {
-			k = strings.TrimSpace(k)
-			if k != "" {
-				kinds = append(kinds, k)
-			}
-		}
-	}
+	kinds := splitKinds(*nem)
 	if *netMode != "proxy" && *netMode != "netns" {
 		return fail("--net: %q is not proxy or netns", *netMode)
 	}
@@ -76,11 +106,18 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	o := suite.Options{
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
 		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced,
-		Command: append([]string{"ipfence", "test"}, args...), Progress: stdout, TTY: tty,
+		Command: append([]string{"ipfence", "test", "capture"}, args...), Progress: stdout, TTY: tty,
 	}
 	out, err := suite.Run(ctx, o)
+	return finish(out, err, stdout, stderr, printSummary)
+}
+
+// finish prints a run's summary and turns its verdict into the exit
+// status: 0 valid, 1 invalid, 2 unknown, 3 when the run could not be made.
+func finish(out *harness.Outcome, err error, stdout, stderr io.Writer, summary func(io.Writer, *harness.Outcome)) int {
 	if out == nil {
-		return fail("%v", err)
+		fmt.Fprintf(stderr, "ipfence test: %v\n", err)
+		return exitError
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "ipfence test: %v\n", err)
@@ -88,7 +125,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 	}
-	printSummary(stdout, out)
+	summary(stdout, out)
 	switch out.Valid {
 	case linear.True:
 		return exitValid

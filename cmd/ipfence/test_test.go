@@ -19,12 +19,14 @@ func TestTestUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"test"}, "name the test to run: capture"},
-		{[]string{"test", "etcd"}, `unknown test "etcd"; the tests are: capture`},
+		{[]string{"test"}, "name the test to run first: capture, etcd"},
+		{[]string{"test", "--seed", "3", "capture"}, "name the test to run first: capture, etcd"},
+		{[]string{"test", "zookeeper"}, `unknown test "zookeeper"; the tests are: capture, etcd`},
 		{[]string{"test", "capture", "extra"}, `unexpected argument "extra"`},
 		{[]string{"test", "capture", "--net", "tunnel"}, `--net: "tunnel" is not proxy or netns`},
 		{[]string{"test", "capture", "--nemesis", "pause,meteor", "--store", store}, `--nemesis: unknown fault "meteor"; valid: partition,pause,kill,clock,provider`},
 		{[]string{"test", "capture", "--nodes", "1", "--store", store}, "--nodes must be from 2 to 9, not 1"},
+		{[]string{"test", "capture", "--nodes", "0", "--store", store}, "--nodes must be from 2 to 9, not 0"},
 		{[]string{"test", "capture", "--time-limit", "3s", "--store", store}, "--time-limit must be at least 10s"},
 		{[]string{"test", "capture", "--concurrency", "-2", "--store", store}, "--concurrency must be from 1 to 1000, not -2"},
 		{[]string{"test", "capture", "--seed", "x"}, `invalid value "x" for flag -seed`},
@@ -161,5 +163,62 @@ func TestTestCaptureInterrupted(t *testing.T) {
 	var res map[string]any
 	if err := json.Unmarshal(b, &res); err != nil || res["interrupted"] != true {
 		t.Fatalf("results.json: %v %s", err, b)
+	}
+}
+
+func TestTestEtcdUsage(t *testing.T) {
+	store := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"test", "etcd"}, "--workload is required: register or list-append"},
+		{[]string{"test", "etcd", "--workload", "bank", "--store", store}, `--workload: "bank" is not one of register, list-append`},
+		{[]string{"test", "etcd", "--workload", "register", "--nemesis", "clock", "--store", store}, `--nemesis: unknown fault "clock"; valid: partition,pause,kill`},
+		{[]string{"test", "etcd", "--workload", "register", "--nodes", "0", "--store", store}, "--nodes must be from 1 to 9, not 0"},
+		{[]string{"test", "etcd", "--workload", "register", "--rate", "-5", "--store", store}, "--rate must be from 1 to 100000"},
+		{[]string{"test", "etcd", "--workload", "register", "--time-limit", "2s", "--store", store}, "--time-limit must be at least 10s"},
+		{[]string{"test", "etcd", "--workload", "register", "--etcd-binary", "/nonexistent/etcd", "--store", store}, "--etcd-binary /nonexistent/etcd"},
+		{[]string{"test", "etcd", "--workload", "register", "extra"}, `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		code, _, stderr := runCLI(c.args...)
+		if code != exitError || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 3 and %q", c.args, code, stderr, c.want)
+		}
+	}
+	if entries, _ := os.ReadDir(store); len(entries) != 0 {
+		t.Errorf("a refused command left %d entries in the store", len(entries))
+	}
+	// --help names the flags and says why clock faults are absent.
+	code, _, stderr := runCLI("test", "etcd", "--help")
+	if code != exitValid || !strings.Contains(stderr, "--serializable-reads") || !strings.Contains(stderr, "Clock faults do not apply") {
+		t.Errorf("help: exit %d\n%s", code, stderr)
+	}
+}
+
+// A short etcd run through the binary: the summary, the exit status, the
+// run's folder.
+func TestTestEtcdRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 12 s etcd test")
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		testenv.Missing(t, "etcd (Debian package etcd-server)")
+	}
+	bin := testenv.Binary(t)
+	store := t.TempDir()
+	out, err := exec.Command(bin, "test", "etcd", "--workload", "register", "--time-limit", "12s", "--nemesis", "kill", "--seed", "5", "--store", store).Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"  linearizable    true ", "\nVALID  " + store + "/etcd/"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	cmd, err := os.ReadFile(filepath.Join(store, "etcd", "latest", "command"))
+	if err != nil || !strings.Contains(string(cmd), "ipfence test etcd --workload register --time-limit 12s") {
+		t.Errorf("command file: %v %q", err, cmd)
 	}
 }

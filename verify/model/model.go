@@ -70,6 +70,8 @@ var models = []Model{
 	setModel{},
 	queueModel{},
 	captureModel{},
+	independentModel{registerModel{cas: false}},
+	independentModel{registerModel{cas: true}},
 }
 
 // Names lists the model names.

@@ -182,6 +182,67 @@ func TestPartitioning(t *testing.T) {
 	}
 }
 
+// independent-cas-register checks each key as its own cas-register: a
+// history valid per key passes although it would fail as one register, a
+// stale read on one key fails that key alone, and the failing operation is
+// reported by its index in the whole history.
+func TestIndependent(t *testing.T) {
+	// Per key fine; as one register, reading 1 after writing 2 would not be.
+	res, parts, err := check(t, "independent-cas-register", history.JSONL, nil, `{"process":0,"type":"invoke","f":"write","value":["a",1]}
+{"process":0,"type":"ok","f":"write","value":["a",1]}
+{"process":0,"type":"invoke","f":"write","value":["b",2]}
+{"process":0,"type":"ok","f":"write","value":["b",2]}
+{"process":1,"type":"invoke","f":"read","value":["a",null]}
+{"process":1,"type":"ok","f":"read","value":["a",1]}
+{"process":1,"type":"invoke","f":"cas","value":["b",[2,3]]}
+{"process":1,"type":"ok","f":"cas","value":["b",[2,3]]}
+{"process":2,"type":"invoke","f":"cas","value":["a",[5,6]]}
+{"process":2,"type":"fail","f":"cas","value":["a",[5,6]]}
+`)
+	if err != nil || res.Valid != linear.True {
+		t.Fatalf("%v %v", res.Valid, err)
+	}
+	var labels []string
+	for _, p := range parts {
+		labels = append(labels, fmt.Sprintf("%s:%d", p.Label, len(p.Ops)))
+	}
+	if got := strings.Join(labels, ","); got != `key "a":2,key "b":2` {
+		t.Fatalf("partitions %s", got)
+	}
+	res, parts, err = check(t, "independent-cas-register", history.JSONL, nil, `{"process":0,"type":"invoke","f":"write","value":["a",1]}
+{"process":0,"type":"ok","f":"write","value":["a",1]}
+{"process":0,"type":"invoke","f":"write","value":["b",1]}
+{"process":0,"type":"ok","f":"write","value":["b",1]}
+{"process":0,"type":"invoke","f":"write","value":["b",2]}
+{"process":0,"type":"ok","f":"write","value":["b",2]}
+{"process":1,"type":"invoke","f":"read","value":["b",null]}
+{"process":1,"type":"ok","f":"read","value":["b",1]}
+`)
+	if err != nil || res.Valid != linear.False {
+		t.Fatalf("stale read: %v %v", res.Valid, err)
+	}
+	var failed []string
+	for i, pr := range res.Partitions {
+		if pr.Valid == linear.False {
+			failed = append(failed, fmt.Sprintf("%s op %d", parts[i].Label, parts[i].Ops[pr.Failed].ID))
+		}
+	}
+	if got := strings.Join(failed, ","); got != `key "b" op 3` {
+		t.Fatalf("failed %s, want the read of b (operation 3 of the whole history)", got)
+	}
+	for _, c := range []struct{ history, want string }{
+		{`{"process":0,"type":"invoke","f":"write","value":3}`, "independent-cas-register value must be [key value], found 3"},
+		{`{"process":0,"type":"invoke","f":"read","value":["a",null]}
+{"process":0,"type":"ok","f":"read","value":["b",1]}`, `independent-cas-register result must be [key value] for key "a", found ["b" 1]`},
+		{`{"process":0,"type":"invoke","f":"lock","value":["a",null]}`, `model cas-register has no operation "lock"`},
+		{`{"process":0,"type":"invoke","f":"cas","value":["a",7]}`, "cas value must be [old new], found 7"},
+	} {
+		if _, _, err := check(t, "independent-cas-register", history.JSONL, nil, c.history); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.history, err, c.want)
+		}
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	cases := []struct{ model, history, want string }{
 		{"cas-register", `{:process 0 :type :invoke :f :acquire :index 4}`, `operation invoked at index 4: model cas-register has no operation "acquire" (valid: read, write, cas)`},
@@ -201,7 +262,7 @@ func TestCompileErrors(t *testing.T) {
 			t.Errorf("%s %s: got %v, want %q", c.model, c.history, err, c.want)
 		}
 	}
-	if _, err := Lookup("knossos"); err == nil || err.Error() != `unknown model "knossos"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue, capture-owner` {
+	if _, err := Lookup("knossos"); err == nil || err.Error() != `unknown model "knossos"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue, capture-owner, independent-register, independent-cas-register` {
 		t.Errorf("Lookup: %v", err)
 	}
 }

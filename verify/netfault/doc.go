@@ -1,6 +1,6 @@
 // Package netfault is the network side of the harness's partition nemesis:
 // which links a partition cuts (a Grudge and the shapes that build one), and
-// two ways of cutting them between real processes.
+// three ways of cutting them between real processes.
 //
 // # Shapes
 //
@@ -19,6 +19,45 @@
 // level, so a directed cut (i cannot reach j, j can reach i) means that i's
 // connections to j fail while j's connections to i, replies included, still
 // work: "i cannot send requests to j".
+//
+// # One proxy per node, senders told apart by a header (HeaderMesh)
+//
+// A Mesh needs node i to be configured with a different address for each
+// peer. etcd cannot be: a member advertises one peer URL that every other
+// member dials. But etcd's raft transport names the sender on every raft
+// request (streams, pipeline and snapshot messages) in the X-Server-From
+// header, the member ID in hexadecimal. A HeaderMesh puts one proxy in
+// front of each node, whose address the node advertises, and reads the
+// sender from the caller's bytes as they flow: it finds the line
+// "\r\n<header>: <value>\r\n" (name in any case, a line split across reads
+// included) and maps the value to a node through SetSender. The latest
+// value a connection carried names its sender, since a pooled connection
+// may carry requests of several kinds; a value learnt later through
+// SetSender still identifies the connections that carried it.
+//
+// A connection whose sender is known is cut when the grudge cuts the link
+// between the sender and the node, in either direction: one TCP connection
+// carries both. A connection whose sender is not known yet, or not at all,
+// is cut as soon as the grudge cuts any link into or out of its node: it
+// could come from a cut peer, and a partition must never let a cut link's
+// traffic through. That also cuts some requests without the header (etcd's
+// /raft/probing health probes, /version, /members) between members that
+// still reach each other; raft requests are not among them, as each names
+// its sender, normally in the first read of its connection. When TCP splits
+// the header line across reads and the connection's node has a cut link,
+// the connection is cut on its first bytes; once its line is whole and its
+// sender turns out not to be cut, it is reset, so the sender redials
+// rather than waits for a timeout.
+//
+// The decision is made when a connection's first bytes arrive (the node is
+// dialled only then, so a connection cut at once never reaches it), again
+// whenever a request names another sender, before that request is
+// forwarded, and for every open connection on Apply, Heal and SetSender.
+// Cuts then do what Mode says, as on a Proxy. The sniffing sees only
+// cleartext HTTP/1.1: with TLS between peers, or HTTP/2, no sender is ever
+// found and every connection of a node with a cut link is cut. A body that
+// happens to contain a header line is read as one; sender lines longer
+// than a small bound are ignored.
 //
 // # Network namespaces and nftables (root)
 //

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/etcdsuite"
+	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/linear"
+)
+
+func runTestEtcd(args []string, stdout, stderr io.Writer) int {
+	fs, level := flagSet("test etcd", "test etcd --workload register|list-append [--serializable-reads] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--rate R] [--store DIR] [--etcd-binary PATH]", stderr)
+	workload := fs.String("workload", "", "register (reads, writes, compare-and-sets on independent keys; linearizability)\nor list-append (transactions of appends and reads; strict serializability)")
+	serializable := fs.Bool("serializable-reads", false, "serve reads from the client's own member (clientv3.WithSerializable): possibly stale,\nas etcd documents; the register test must catch it")
+	nodes := fs.Int("nodes", 3, "number of etcd members, 1 to 9")
+	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
+	nem := fs.String("nemesis", strings.Join(etcdsuite.Nemeses, ","), "faults to inject, comma-separated: "+strings.Join(etcdsuite.Nemeses, ",")+", or none.\nClock faults do not apply: etcd is an external binary outside a namespace,\nwhose clock the harness cannot move")
+	seed := fs.Uint64("seed", 1, "seed of the operations and faults: the same seed gives the same schedule")
+	conc := fs.Int("concurrency", 0, "client threads, spread over the members (default 2 per member)")
+	rate := fs.Int("rate", 500, "target client operations per second, all threads together")
+	store := fs.String("store", "store", "folder the run is saved under, as DIR/etcd/<time>/ (the members' data too)")
+	bin := fs.String("etcd-binary", "", "the etcd executable (default: etcd on the PATH, from Debian's etcd-server)")
+	pos, code, ok := parse(fs, level, args, stderr)
+	if !ok {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ipfence test: "+format+"\n", a...)
+		return exitError
+	}
+	if len(pos) > 0 {
+		return fail("unexpected argument %q", pos[0])
+	}
+	// Options read zero as "the default"; here the defaults are filled in,
+	// so a zero given on the command line is a mistake.
+	if *nodes < 1 {
+		return fail("--nodes must be from 1 to 9, not %d", *nodes)
+	}
+	if *rate < 1 {
+		return fail("--rate must be from 1 to 100000 operations per second, not %d", *rate)
+	}
+	if *conc < 0 {
+		return fail("--concurrency must be from 1 to 1000, not %d", *conc)
+	}
+	if *limit < 0 {
+		return fail("--time-limit must be at least 10s, not %v", *limit)
+	}
+	if *workload == "" {
+		fs.Usage()
+		return fail("--workload is required: %s", strings.Join(etcdsuite.Workloads, " or "))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tty := false
+	if f, ok := stdout.(*os.File); ok {
+		tty = harness.IsTerminal(f)
+	}
+	o := etcdsuite.Options{
+		Binary: *bin, Workload: *workload, SerializableReads: *serializable, Nodes: *nodes, Concurrency: *conc,
+		Rate: *rate, TimeLimit: *limit, Nemesis: splitKinds(*nem), Seed: *seed, Store: *store,
+		Command: append([]string{"ipfence", "test", "etcd"}, args...), Progress: stdout, TTY: tty,
+	}
+	out, err := etcdsuite.Run(ctx, o)
+	return finish(out, err, stdout, stderr, printEtcdSummary)
+}
+
+// printEtcdSummary prints the verdict, the figures and where the run is.
+func printEtcdSummary(w io.Writer, out *harness.Outcome) {
+	cs, _ := out.Results.Fields["checkers"].(map[string]checker.Result)
+	fmt.Fprintf(w, "\n%d ops in %.1fs", out.Ops, out.Duration.Seconds())
+	if out.Interrupted {
+		fmt.Fprint(w, " (interrupted)")
+	}
+	fmt.Fprintln(w)
+	if r, ok := cs["linear"]; ok {
+		fmt.Fprintf(w, "  linearizable    %-7s %v ops in %v keys, checked in %.0f ms\n", r.Valid, r.Fields["ops"], r.Fields["partitions"], r.Fields["check_ms"])
+	}
+	if r, ok := cs["transactional"]; ok {
+		line := fmt.Sprintf("  %-15s %-7s %v transactions, checked in %.0f ms", r.Fields["consistency"], r.Valid, r.Fields["txns"], r.Fields["check_ms"])
+		if types, _ := r.Fields["anomaly_types"].([]string); len(types) > 0 {
+			line += ": " + strings.Join(types, ", ")
+		}
+		fmt.Fprintln(w, line)
+	}
+	if r, ok := cs["stats"]; ok {
+		fmt.Fprintf(w, "  stats           %-7s\n", r.Valid)
+	}
+	if errs, ok := out.Results.Fields["harness_errors"].([]string); ok {
+		for _, e := range errs {
+			fmt.Fprintf(w, "  harness error: %s\n", e)
+		}
+	}
+	word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Valid]
+	fmt.Fprintf(w, "\n%s  %s\n", word, out.Dir)
+}

@@ -1,0 +1,344 @@
+package etcdsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ipfence/ipfence/internal/loopback"
+	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/netfault"
+)
+
+// Timing of the members: etcd's defaults (heartbeat 100 ms, election
+// 1 s), so that what the test finds is what a default cluster does.
+const (
+	heartbeatMS = 100
+	electionMS  = 1000
+	// startTimeout bounds a cluster's first start: three members must
+	// find each other and elect a leader.
+	startTimeout = 60 * time.Second
+	// restartWait bounds how long a restarted member gets to open its
+	// client port before the nemesis moves on.
+	restartWait = 15 * time.Second
+)
+
+// senderHeader is the header etcd's raft transport puts on every request
+// between members, naming the sender's member ID in hex. The peer proxies
+// read it to tell members apart, since every member dials one advertised
+// address per peer.
+const senderHeader = "X-Server-From"
+
+// cluster is the etcd cluster under test: one process per member on
+// loopback, clients direct to each member's client port, and peer traffic
+// through a HeaderMesh so that partitions cut raft.
+type cluster struct {
+	bin     string
+	dir     string
+	nodes   []string
+	client  map[string]string // node → its client URL
+	peer    map[string]string // node → the host:port it listens on for peers
+	mesh    *netfault.HeaderMesh
+	args    map[string][]string
+	version string
+
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+	exits map[string]chan struct{}
+	logs  map[string]*os.File
+}
+
+// startCluster starts n members and waits until each answers a
+// linearizable read. On error it stops whatever it started.
+func startCluster(ctx context.Context, bin, dir string, n int, token string) (c *cluster, err error) {
+	c = &cluster{bin: bin, dir: dir, client: map[string]string{}, peer: map[string]string{}, args: map[string][]string{},
+		procs: map[string]*exec.Cmd{}, exits: map[string]chan struct{}{}, logs: map[string]*os.File{}}
+	defer func() {
+		if err != nil {
+			c.stop()
+		}
+	}()
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return c, fmt.Errorf("%s --version: %w", bin, err)
+	}
+	c.version = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	ports, err := loopback.FreePorts(2 * n)
+	if err != nil {
+		return c, err
+	}
+	targets := map[string]string{}
+	for i := range n {
+		node := fmt.Sprintf("n%d", i+1)
+		c.nodes = append(c.nodes, node)
+		c.client[node] = "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
+		c.peer[node] = "127.0.0.1:" + strconv.Itoa(ports[2*i+1])
+		targets[node] = c.peer[node]
+	}
+	if c.mesh, err = netfault.NewHeaderMesh(targets, senderHeader); err != nil {
+		return c, err
+	}
+	var initial []string
+	for _, node := range c.nodes {
+		initial = append(initial, node+"=http://"+c.mesh.Addr(node))
+	}
+	for _, node := range c.nodes {
+		c.args[node] = []string{
+			"--name", node,
+			"--data-dir", filepath.Join(dir, "data", node),
+			"--listen-client-urls", c.client[node], "--advertise-client-urls", c.client[node],
+			"--listen-peer-urls", "http://" + c.peer[node],
+			// Every other member dials this member's proxy.
+			"--initial-advertise-peer-urls", "http://" + c.mesh.Addr(node),
+			"--initial-cluster", strings.Join(initial, ","),
+			"--initial-cluster-state", "new",
+			"--initial-cluster-token", token,
+			"--heartbeat-interval", strconv.Itoa(heartbeatMS),
+			"--election-timeout", strconv.Itoa(electionMS),
+			"--logger", "zap", "--log-outputs", "stderr",
+		}
+		if err := c.start(node); err != nil {
+			return c, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for _, node := range c.nodes {
+		if err := c.waitReady(ctx, node); err != nil {
+			return c, err
+		}
+	}
+	// Teach the proxies which member ID is which node.
+	cl, err := c.dial(c.nodes[0])
+	if err != nil {
+		return c, err
+	}
+	defer cl.Close()
+	members, err := cl.MemberList(ctx)
+	if err != nil {
+		return c, fmt.Errorf("listing members: %w", err)
+	}
+	for _, m := range members.Members {
+		c.mesh.SetSender(strconv.FormatUint(m.ID, 16), m.Name)
+	}
+	return c, nil
+}
+
+// dial opens a client of node's member alone, so that what a client sees
+// is what that member serves.
+func (c *cluster) dial(node string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints: []string{c.client[node]},
+		Logger:    zap.NewNop(),
+		// Notice a paused or cut-off member within seconds rather than
+		// at TCP's pace.
+		DialKeepAliveTime:    time.Second,
+		DialKeepAliveTimeout: time.Second,
+	})
+}
+
+// waitReady waits until node answers a linearizable read: it runs, it
+// found its peers, and there is a leader.
+func (c *cluster) waitReady(ctx context.Context, node string) error {
+	cl, err := c.dial(node)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := cl.Get(rctx, "ipfence-ready")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !c.running(node) {
+			return fmt.Errorf("etcd member %s exited; see %s", node, c.logPath(node))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcd member %s did not serve within %v (%v); see %s", node, startTimeout, err, c.logPath(node))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *cluster) logPath(node string) string {
+	return filepath.Join(c.dir, harness.LogDir, node+".log")
+}
+
+// start starts node's process with its output appended to its log.
+func (c *cluster) start(node string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	logf := c.logs[node]
+	if logf == nil {
+		var err error
+		if logf, err = os.OpenFile(c.logPath(node), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+			return err
+		}
+		c.logs[node] = logf
+	}
+	cmd := exec.Command(c.bin, c.args[node]...)
+	cmd.Dir = c.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group: Ctrl-C goes to the harness, which heals and
+	// stops the members itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting etcd member %s: %w", node, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	c.procs[node], c.exits[node] = cmd, done
+	return nil
+}
+
+// running says node's process is alive.
+func (c *cluster) running(node string) bool {
+	c.mu.Lock()
+	done := c.exits[node]
+	c.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *cluster) proc(node string) (*exec.Cmd, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.procs[node]
+	if p == nil {
+		return nil, fmt.Errorf("etcd member %s is not running", node)
+	}
+	return p, nil
+}
+
+// Pause stops node's member with SIGSTOP.
+func (c *cluster) Pause(node string) error {
+	p, err := c.proc(node)
+	if err != nil {
+		return err
+	}
+	return p.Process.Signal(syscall.SIGSTOP)
+}
+
+// Resume continues node's member with SIGCONT; a member that is not
+// running is as resumed as it gets.
+func (c *cluster) Resume(node string) error {
+	p, err := c.proc(node)
+	if err != nil {
+		return nil
+	}
+	return p.Process.Signal(syscall.SIGCONT)
+}
+
+// Kill kills node's member with SIGKILL and waits until it is gone.
+func (c *cluster) Kill(node string) error {
+	c.mu.Lock()
+	p, done := c.procs[node], c.exits[node]
+	delete(c.procs, node)
+	delete(c.exits, node)
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("etcd member %s is not running", node)
+	}
+	if err := p.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// Restart starts node's member again on its data and waits until its
+// client port accepts connections. Whether it then serves depends on
+// whether it can reach a quorum, which is the system's business, not the
+// nemesis's.
+func (c *cluster) Restart(ctx context.Context, node string) error {
+	if c.running(node) {
+		return nil
+	}
+	if err := c.start(node); err != nil {
+		return err
+	}
+	addr := strings.TrimPrefix(c.client[node], "http://")
+	deadline := time.Now().Add(restartWait)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if !c.running(node) {
+			return fmt.Errorf("etcd member %s exited after restart; see %s", node, c.logPath(node))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	slog.Warn("restarted etcd member does not listen yet", "node", node, "after", restartWait)
+	return nil
+}
+
+// stop stops every member (SIGCONT first, in case one is paused, then
+// SIGTERM, then SIGKILL after a while), closes the proxies and the logs.
+func (c *cluster) stop() {
+	c.mu.Lock()
+	procs, exits := c.procs, c.exits
+	c.procs, c.exits = map[string]*exec.Cmd{}, map[string]chan struct{}{}
+	c.mu.Unlock()
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGCONT)
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for node, p := range procs {
+		select {
+		case <-exits[node]:
+		case <-time.After(10 * time.Second):
+			_ = p.Process.Kill()
+			<-exits[node]
+		}
+	}
+	if c.mesh != nil {
+		_ = c.mesh.Close()
+	}
+	c.mu.Lock()
+	for _, f := range c.logs {
+		_ = f.Close()
+	}
+	c.mu.Unlock()
+}
+
+// meshNet cuts the cluster's peer links through the header mesh.
+type meshNet struct {
+	m    *netfault.HeaderMesh
+	mode netfault.Mode
+}
+
+func (n meshNet) Partition(_ context.Context, g netfault.Grudge) error {
+	n.m.Apply(g, n.mode)
+	return nil
+}
+
+func (n meshNet) Heal(context.Context) error { n.m.Heal(); return nil }

@@ -1,0 +1,343 @@
+// Package etcdsuite is the Jepsen-style test of a system we did not write:
+// a real etcd cluster, one process per member on loopback, driven through
+// the harness. Clients talk to their member directly with the official Go
+// client; peer (raft) traffic goes through the harness's fault-injecting
+// proxies, which every member advertises as its peer URL, so partitions
+// cut real raft traffic. Nemeses partition, pause (SIGSTOP) and kill
+// (SIGKILL, then restart on the same data) members. Clock faults do not
+// apply: an external binary outside a namespace cannot have its clock
+// moved.
+//
+// Two workloads: register (reads, writes and compare-and-sets on
+// independent keys, checked for linearizability key by key) and
+// list-append (transactions of appends and reads, each one etcd Txn
+// guarded by mod revisions, checked for strict serializability). With
+// SerializableReads, reads are served by whichever member the client
+// talks to, possibly stale, as etcd documents: the register test must then
+// find the stale reads.
+package etcdsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/gen"
+	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/isolation"
+	"github.com/ipfence/ipfence/verify/model"
+	"github.com/ipfence/ipfence/verify/nemesis"
+	"github.com/ipfence/ipfence/verify/netfault"
+)
+
+// Workloads are the workloads the test knows.
+var Workloads = []string{"register", "list-append"}
+
+// Nemeses are the fault kinds the test knows, in the order --nemesis lists
+// them.
+var Nemeses = []string{"partition", "pause", "kill"}
+
+// Options configure a run. Zero numbers take the defaults of
+// `ipfence test etcd`.
+type Options struct {
+	// Binary is the etcd executable (default: etcd on the PATH).
+	Binary string
+	// Workload is "register" or "list-append".
+	Workload string
+	// SerializableReads serves reads from the client's member without
+	// consulting the leader (clientv3.WithSerializable).
+	SerializableReads bool
+	// Nodes is the number of members (default 3); Concurrency the client
+	// threads (default 2 per member), spread over the members.
+	Nodes, Concurrency int
+	// Rate is the target rate of client operations per second, all
+	// threads together (default 500).
+	Rate int
+	// TimeLimit is the whole run, the final recovery included (default
+	// 60s).
+	TimeLimit time.Duration
+	// Nemesis are the fault kinds to inject (nil: none).
+	Nemesis []string
+	// Seed seeds the generators.
+	Seed uint64
+	// Store is the store's root folder (default "store").
+	Store string
+	// Command is the command line written beside the history.
+	Command []string
+	// Progress and TTY: where the progress goes, and whether it is a
+	// terminal.
+	Progress io.Writer
+	TTY      bool
+}
+
+// ErrNoEtcd says no etcd binary was found.
+var ErrNoEtcd = errors.New("no etcd binary: install Debian's etcd-server (apt-get install etcd-server) or pass --etcd-binary")
+
+// FindEtcd returns the etcd binary to run: bin when set, else etcd on the
+// PATH.
+func FindEtcd(bin string) (string, error) {
+	if bin == "" {
+		p, err := exec.LookPath("etcd")
+		if err != nil {
+			return "", ErrNoEtcd
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		return "", fmt.Errorf("--etcd-binary %s: %w", bin, err)
+	}
+	return filepath.Abs(p)
+}
+
+func (o *Options) defaults() error {
+	if o.Nodes == 0 {
+		o.Nodes = 3
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 2 * o.Nodes
+	}
+	if o.Rate == 0 {
+		o.Rate = 500
+	}
+	if o.TimeLimit == 0 {
+		o.TimeLimit = 60 * time.Second
+	}
+	if o.Store == "" {
+		o.Store = "store"
+	}
+	switch {
+	case !slices.Contains(Workloads, o.Workload):
+		return fmt.Errorf("--workload: %q is not one of %s", o.Workload, strings.Join(Workloads, ", "))
+	case o.Nodes < 1 || o.Nodes > 9:
+		return fmt.Errorf("--nodes must be from 1 to 9, not %d", o.Nodes)
+	case o.Concurrency < 1 || o.Concurrency > 1000:
+		return fmt.Errorf("--concurrency must be from 1 to 1000, not %d", o.Concurrency)
+	case o.Rate < 1 || o.Rate > 100_000:
+		return fmt.Errorf("--rate must be from 1 to 100000 operations per second, not %d", o.Rate)
+	case o.TimeLimit < 10*time.Second:
+		return fmt.Errorf("--time-limit must be at least 10s (the run ends with %v of recovery), not %v", recovery(o.TimeLimit), o.TimeLimit)
+	}
+	for _, k := range o.Nemesis {
+		if !slices.Contains(Nemeses, k) {
+			return fmt.Errorf("--nemesis: unknown fault %q; valid: %s", k, strings.Join(Nemeses, ","))
+		}
+	}
+	bin, err := FindEtcd(o.Binary)
+	if err != nil {
+		return err
+	}
+	o.Binary = bin
+	return nil
+}
+
+// recovery is the quiet end of a run, after the final heal.
+func recovery(limit time.Duration) time.Duration { return min(10*time.Second, limit/4) }
+
+// Fault schedule: quiet, then a fault for active, and so on.
+const (
+	faultQuiet  = 3 * time.Second
+	faultActive = 4 * time.Second
+)
+
+// Register keys: one key takes opsPerKey operations, then the next key
+// does, so that each key's history stays small enough to check while the
+// run is long. Values are drawn from a few, so that compare-and-sets hit.
+const (
+	opsPerKey      = 200
+	registerValues = 5
+)
+
+// List-append keys: activeKeys are in use at a time; a key takes
+// writesPerKey appends, then a fresh key replaces it; transactions have 1
+// to maxTxnLen micro-operations.
+const (
+	activeKeys   = 8
+	writesPerKey = 32
+	maxTxnLen    = 4
+)
+
+// Run runs the etcd test and returns the harness's outcome.
+func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	dir, err := harness.NewRunDir(o.Store, "etcd", time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	c, err := startCluster(ctx, o.Binary, dir, o.Nodes, fmt.Sprintf("ipfence-%d-%d", o.Seed, time.Now().UnixNano()))
+	if err != nil {
+		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting etcd: %w", err)
+	}
+	defer c.stop()
+	if err := writeClusterFile(dir, o, c); err != nil {
+		return &harness.Outcome{Dir: dir}, err
+	}
+
+	faults := map[string]nemesis.Fault{
+		"partition": nemesis.Partition(meshNet{c.mesh, netfault.Drop}, c.nodes),
+		"pause":     nemesis.Pause(c, c.nodes),
+		"kill":      nemesis.Kill(c, c.nodes),
+	}
+	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
+		"partition": nemesis.PartitionChoice(c.nodes),
+		"pause":     nemesis.NodeChoice(c.nodes),
+		"kill":      nemesis.NodeChoice(c.nodes),
+	}}
+	used := map[string]nemesis.Fault{}
+	for _, k := range Nemeses {
+		if slices.Contains(o.Nemesis, k) {
+			choices.Kinds = append(choices.Kinds, k)
+			used[k] = faults[k]
+		}
+	}
+
+	checks := map[string]checker.Checker{
+		"stats":  checker.Stats(),
+		"errors": checker.UnhandledErrors(),
+		"perf":   checker.Perf(),
+	}
+	var ops gen.Generator
+	if o.Workload == "register" {
+		m, err := model.Lookup("independent-cas-register")
+		if err != nil {
+			return nil, err
+		}
+		checks["linear"] = checker.Linearizable(checker.LinearOptions{Model: m, Timeout: 2 * time.Minute})
+		ops = &registers{r: gen.NewRand(o.Seed + 1)}
+	} else {
+		checks["transactional"] = checker.Transactional(checker.TransactionalOptions{
+			Isolation: isolation.Options{Workload: isolation.ListAppend, Consistency: "strict-serializable"},
+			Timeout:   2 * time.Minute,
+		})
+		ops = newAppends(o.Seed + 1)
+	}
+	test := harness.Test{
+		Name: "etcd", Dir: dir, Nodes: c.nodes, Concurrency: o.Concurrency,
+		Client:    &client{c: c, workload: o.Workload, serializable: o.SerializableReads},
+		Nemesis:   nemesis.Compose(used),
+		Generator: schedule(o, ops, choices),
+		Checker:   checker.Compose(checks),
+		Seed:      o.Seed, Command: o.Command, Progress: o.Progress, TTY: o.TTY, TimeLimit: o.TimeLimit,
+	}
+	return harness.Run(ctx, test)
+}
+
+// writeClusterFile records what ran: the etcd version and each member's
+// command line.
+func writeClusterFile(dir string, o Options, c *cluster) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nbinary: %s\nworkload: %s\nserializable reads: %v\n", c.version, o.Binary, o.Workload, o.SerializableReads)
+	for _, n := range c.nodes {
+		fmt.Fprintf(&b, "%s: %s %s\n", n, o.Binary, strings.Join(c.args[n], " "))
+	}
+	return os.WriteFile(filepath.Join(dir, "etcd.txt"), []byte(b.String()), 0o644)
+}
+
+// schedule is the whole run: client operations at the rate throughout,
+// one generator from start to end so that no key or value is handed out
+// twice, and beside them faults until the recovery, then every fault
+// healed.
+func schedule(o Options, ops gen.Generator, choices nemesis.Choices) gen.Generator {
+	dt := time.Second / time.Duration(o.Rate)
+	main := o.TimeLimit - recovery(o.TimeLimit)
+	return gen.TimeLimit(o.TimeLimit, gen.Any(
+		gen.Clients(gen.Stagger(o.Seed, dt, ops)),
+		gen.Nemesis(gen.Phases(
+			gen.TimeLimit(main, nemesis.Schedule(o.Seed+2, choices, faultQuiet, faultActive)),
+			nemesis.Heal(choices.Kinds)))))
+}
+
+// freeClient returns the lowest free client thread, or false.
+func freeClient(ctx gen.Context) (int, bool) {
+	for _, t := range ctx.Free {
+		if t >= 0 {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// registers hands out register operations, opsPerKey on each key in turn:
+// half reads, a quarter writes, a quarter compare-and-sets.
+type registers struct {
+	r gen.Rand
+	n int // operations handed out
+}
+
+func (g *registers) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
+	t, ok := freeClient(ctx)
+	if !ok {
+		return gen.Op{}, g, gen.Pending
+	}
+	n := *g
+	key := int64(n.n / opsPerKey)
+	n.n++
+	var op gen.Op
+	switch n.r.IntN(4) {
+	case 0, 1:
+		op = gen.F("read", []any{key, nil})
+	case 2:
+		op = gen.F("write", []any{key, int64(n.r.IntN(registerValues))})
+	default:
+		op = gen.F("cas", []any{key, []any{int64(n.r.IntN(registerValues)), int64(n.r.IntN(registerValues))}})
+	}
+	op.Thread, op.Time = t, ctx.Time
+	return op, &n, gen.Ready
+}
+
+func (g *registers) Update(gen.Context, gen.Event) gen.Generator { return g }
+
+// appends hands out list-append transactions over activeKeys keys; each
+// key's appended values are 1, 2, 3, ... so that every append is unique.
+type appends struct {
+	r     gen.Rand
+	keys  [activeKeys]int64 // the active keys
+	next  [activeKeys]int64 // the last value appended to each
+	fresh int64             // the next new key
+}
+
+func newAppends(seed uint64) *appends {
+	g := &appends{r: gen.NewRand(seed)}
+	for i := range g.keys {
+		g.keys[i] = int64(i)
+	}
+	g.fresh = activeKeys
+	return g
+}
+
+func (g *appends) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
+	t, ok := freeClient(ctx)
+	if !ok {
+		return gen.Op{}, g, gen.Pending
+	}
+	n := *g
+	mops := make([]any, 1+n.r.IntN(maxTxnLen))
+	for i := range mops {
+		s := n.r.IntN(activeKeys)
+		if n.r.IntN(2) == 0 {
+			mops[i] = []any{"r", n.keys[s], nil}
+			continue
+		}
+		n.next[s]++
+		mops[i] = []any{"append", n.keys[s], n.next[s]}
+		if n.next[s] >= writesPerKey {
+			n.keys[s], n.next[s] = n.fresh, 0
+			n.fresh++
+		}
+	}
+	op := gen.F("txn", mops)
+	op.Thread, op.Time = t, ctx.Time
+	return op, &n, gen.Ready
+}
+
+func (g *appends) Update(gen.Context, gen.Event) gen.Generator { return g }
