@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -47,6 +48,9 @@ type Node struct {
 	// denies everything.
 	Approval policy.Policy
 	Timing   Timing
+	// Authority is the source of the right to capture on premises; zero
+	// for cloud-only nodes.
+	Authority Authority
 	// Path is the absolute path of the configuration file.
 	Path string
 }
@@ -89,6 +93,9 @@ const (
 	TypeAWS = "aws"
 	// TypeMemory is the in-process provider, for tests.
 	TypeMemory = "memory"
+	// TypeOnPrem is proxy-ARP and gratuitous ARP on this host's own
+	// interfaces; it needs a VRRP authority (see Authority).
+	TypeOnPrem = "onprem"
 )
 
 // Provider is where a pool's actions go.
@@ -104,6 +111,40 @@ type Provider struct {
 	// chain (environment, shared config); for cloudsim, us-east-1 by
 	// default.
 	Region string
+	// OnPrem is the on-premises driver's settings, for type onprem.
+	OnPrem OnPrem
+}
+
+// OnPrem configures the on-premises driver: where captured traffic goes
+// and how the capture is announced.
+type OnPrem struct {
+	// WorkloadDevice is the interface the /32 route of a captured address
+	// leaves by, towards the workload (required). It must differ from the
+	// member's capture target: the kernel proxy-answers ARP only for
+	// addresses routed out of another device.
+	WorkloadDevice string
+	// WorkloadNextHop, when valid, is the route's gateway.
+	WorkloadNextHop netip.Addr
+	// GARPCount gratuitous ARPs are sent on acquire, and as many again
+	// GARPRepeatAfter later (0: no repeat); keepalived's defaults, 5 and
+	// 5s, by default.
+	GARPCount       int
+	GARPRepeatAfter time.Duration
+}
+
+// Authority is where a node's right to capture on-premises comes from.
+type Authority struct {
+	// VRRP, when set, makes keepalived the authority: the node may hold
+	// captures only while keepalived reports it MASTER of the instance.
+	VRRP *VRRP
+}
+
+// VRRP names the keepalived instance whose state is the node's authority.
+type VRRP struct {
+	// NotifyFIFO is keepalived's notify_fifo (absolute path).
+	NotifyFIFO string
+	// Instance is the vrrp_instance name.
+	Instance string
 }
 
 // Timing is the node's loop timing.
@@ -135,6 +176,9 @@ const (
 	defaultHeartbeatInterval = 500 * time.Millisecond
 	defaultTTLFactor         = 3
 	defaultRunningTimeout    = time.Minute
+	// keepalived's defaults for gratuitous ARP on becoming master.
+	defaultGARPCount       = 5
+	defaultGARPRepeatAfter = 5 * time.Second
 )
 
 // Load reads the configuration file at path and the files it names.

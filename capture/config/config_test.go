@@ -165,6 +165,40 @@ func TestLoadTLS(t *testing.T) {
 	})
 }
 
+// An on-premises node: the onprem provider's settings and the VRRP
+// authority, with the pool's capture domain on-premises.
+func TestLoadOnPrem(t *testing.T) {
+	got, err := Load("testdata/onprem.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Provider{Name: "lan", Type: TypeOnPrem, OnPrem: OnPrem{
+		WorkloadDevice: "wl0", WorkloadNextHop: netip.MustParseAddr("192.168.1.2"), GARPCount: 3, GARPRepeatAfter: 2 * time.Second}}
+	if got.Providers["lan"] != want {
+		t.Errorf("provider %+v, want %+v", got.Providers["lan"], want)
+	}
+	if got.Authority.VRRP == nil || *got.Authority.VRRP != (VRRP{NotifyFIFO: "/run/keepalived/ipfence.fifo", Instance: "VI_1"}) {
+		t.Errorf("authority %+v", got.Authority.VRRP)
+	}
+	if len(got.Pools) != 1 || !got.Pools[0].OnPrem() || got.Pools[0].Domain("h1") != "onprem:rack1" {
+		t.Errorf("pools %+v", got.Pools)
+	}
+	// Defaults: keepalived's 5 and 5 s.
+	n, err := Parse("x.yaml", []byte(`node: h1
+listen: 127.0.0.1:7000
+data_dir: /tmp/x
+federation: {secret_file: testdata/secret}
+providers: {lan: {type: onprem, workload_device: wl0}}
+authority: {vrrp: {notify_fifo: /run/k.fifo, instance: VI_1}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := n.Providers["lan"].OnPrem; o.GARPCount != 5 || o.GARPRepeatAfter != 5*time.Second || o.WorkloadNextHop.IsValid() {
+		t.Errorf("defaults %+v", o)
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("testdata/no-such.yaml")
 	if !errors.Is(err, os.ErrNotExist) || err.Error() != "config: open testdata/no-such.yaml: no such file or directory" {

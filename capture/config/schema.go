@@ -38,7 +38,7 @@ type refs struct {
 // that name them — whatever their order in the file.
 func (p *parser) node(root *yaml.Node) *Node {
 	s := p.fields(root, "", root.Line,
-		"node", "listen", "advertise", "data_dir", "peers", "federation", "providers", "pools", "approval", "timing")
+		"node", "listen", "advertise", "data_dir", "peers", "federation", "providers", "pools", "approval", "timing", "authority")
 	n := &Node{}
 	var r refs
 	var nameNode *yaml.Node
@@ -65,7 +65,44 @@ func (p *parser) node(root *yaml.Node) *Node {
 	n.Pools = p.pools(s, &r)
 	n.Approval = p.approval(s, r.providers)
 	n.Timing = p.timing(s)
+	n.Authority = p.authority(s)
+	for name, prov := range n.Providers {
+		if prov.Type == TypeOnPrem && n.Authority.VRRP == nil {
+			p.failAt(s.absent("authority"), "authority", "required with the onprem provider %s: on premises a node may capture only while keepalived says it is VRRP master (authority: {vrrp: {notify_fifo: PATH, instance: NAME}})", name)
+			break
+		}
+	}
 	return n
+}
+
+// authority checks the authority section.
+func (p *parser) authority(s *section) Authority {
+	var a Authority
+	as := s.sub(p, "authority", "vrrp")
+	if as == nil {
+		return a
+	}
+	vs := as.sub(p, "vrrp", "notify_fifo", "instance")
+	if vs == nil {
+		as.missing(p, "vrrp")
+		return a
+	}
+	v := &VRRP{}
+	if path, pn := vs.text(p, "notify_fifo", true); pn != nil {
+		if path == "" {
+			p.fail(pn, "authority.vrrp.notify_fifo", "must not be empty")
+		} else {
+			v.NotifyFIFO = p.abs(pn, "authority.vrrp.notify_fifo", path)
+		}
+	}
+	if inst, in := vs.text(p, "instance", true); in != nil {
+		if inst == "" || strings.ContainsAny(inst, " \t\"") {
+			p.fail(in, "authority.vrrp.instance", "%q is not a vrrp_instance name", inst)
+		}
+		v.Instance = inst
+	}
+	a.VRRP = v
+	return a
 }
 
 // addresses checks listen and advertise, and returns them with advertise
@@ -308,7 +345,7 @@ func absolute(path string) (string, error) {
 
 // providerTypes are the known provider types, in the order messages list
 // them.
-var providerTypes = []string{TypeCloudsim, TypeAWS, TypeMemory}
+var providerTypes = []string{TypeCloudsim, TypeAWS, TypeMemory, TypeOnPrem}
 
 // providers checks the providers section: a mapping from reference to
 // provider.
@@ -337,7 +374,7 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 		if msg := checkName(name); msg != "" {
 			p.fail(k, field, "provider reference %s", msg)
 		}
-		ps := p.fields(val, field, k.Line, "type", "endpoint", "region")
+		ps := p.fields(val, field, k.Line, "type", "endpoint", "region", "workload_device", "workload_next_hop", "garp_count", "garp_repeat_after")
 		if ps == nil {
 			continue
 		}
@@ -363,9 +400,53 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 		} else if typ == TypeCloudsim {
 			prov.Region = defaultRegion
 		}
+		prov.OnPrem = p.onprem(ps, field, typ)
 		out[name] = prov
 	}
 	return out, names
+}
+
+// onprem checks the on-premises driver's keys: required for type onprem,
+// refused with any other type.
+func (p *parser) onprem(ps *section, field, typ string) OnPrem {
+	if typ != TypeOnPrem {
+		for _, k := range []string{"workload_device", "workload_next_hop", "garp_count", "garp_repeat_after"} {
+			if v, ok := ps.vals[k]; ok {
+				p.fail(v, child(field, k), "only for type onprem")
+			}
+		}
+		return OnPrem{}
+	}
+	o := OnPrem{GARPCount: defaultGARPCount, GARPRepeatAfter: defaultGARPRepeatAfter}
+	if dev, dn := ps.text(p, "workload_device", true); dn != nil {
+		if dev == "" || len(dev) > 15 || strings.ContainsAny(dev, "/ ") {
+			p.fail(dn, child(field, "workload_device"), "%q is not an interface name", dev)
+		}
+		o.WorkloadDevice = dev
+	}
+	if hop, hn := ps.text(p, "workload_next_hop", false); hn != nil {
+		a, err := netip.ParseAddr(hop)
+		if err != nil || !a.Is4() {
+			p.fail(hn, child(field, "workload_next_hop"), "%q is not an IPv4 address", hop)
+		} else {
+			o.WorkloadNextHop = a
+		}
+	}
+	if v, ok := ps.vals["garp_count"]; ok {
+		if n, ok := p.integer(v, child(field, "garp_count")); ok {
+			if n < 1 || n > 100 {
+				p.fail(v, child(field, "garp_count"), "must be from 1 to 100, found %d", n)
+			} else {
+				o.GARPCount = n
+			}
+		}
+	}
+	if v, ok := ps.vals["garp_repeat_after"]; ok {
+		if d, ok := p.duration(v, child(field, "garp_repeat_after")); ok {
+			o.GARPRepeatAfter = d
+		}
+	}
+	return o
 }
 
 // place is where an address was listed, for the message about its

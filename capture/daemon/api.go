@@ -30,6 +30,7 @@ import (
 //	POST /v1/actions/reject            {"key": idempotency key}
 //	POST /v1/members/{node}/drain      operator drain
 //	POST /v1/members/{node}/undrain    operator undrain (lets it preempt by priority again)
+//	POST /v1/onprem/announce           announce this host's on-premises captures again (a peer lost a VRRP election)
 //	POST /v1/test/clock                {"offset": "5s"}; only with test endpoints on
 func (d *Daemon) routes() http.Handler {
 	api := http.NewServeMux()
@@ -40,6 +41,7 @@ func (d *Daemon) routes() http.Handler {
 	api.HandleFunc("POST /v1/actions/reject", d.handleDecision(false))
 	api.HandleFunc("POST /v1/members/{node}/drain", d.handleIntent(federation.Drain))
 	api.HandleFunc("POST /v1/members/{node}/undrain", d.handleIntent(federation.Undrain))
+	api.HandleFunc("POST /v1/onprem/announce", d.handleAnnounce)
 	if d.opts.TestEndpoints {
 		api.HandleFunc("POST /v1/test/clock", d.handleClock)
 	}

@@ -30,8 +30,10 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
 	"github.com/ipfence/ipfence/capture/provider/memory"
+	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/capture/reconcile"
 	"github.com/ipfence/ipfence/capture/store"
+	"github.com/ipfence/ipfence/capture/vrrp"
 )
 
 // Options are what the command line adds to the configuration file.
@@ -69,6 +71,13 @@ type Daemon struct {
 	verifier *auth.Verifier
 	offset   atomic.Int64 // test-only clock offset, ns
 
+	// vrrp is keepalived's view of this node, when it is the authority
+	// for on-premises captures (authority.go).
+	vrrp *vrrp.Watcher
+	// vrrpPriority is the instance's priority as keepalived last reported
+	// it (0: not yet).
+	vrrpPriority atomic.Int64
+
 	mu       sync.Mutex
 	lastPass reconcile.Report
 	lastErr  error
@@ -89,7 +98,7 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
 	var err error
-	if d.provs, err = providers(ctx, cfg); err != nil {
+	if d.provs, err = providers(ctx, cfg, d.log); err != nil {
 		return nil, err
 	}
 	if d.st, err = store.Open(cfg.StatePath, store.Options{UnsafeDisableFence: opts.UnsafeDisableFence}); err != nil {
@@ -117,12 +126,26 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.mets = newMetrics(d)
+	hold := cfg.Timing.DeprovisionHold
+	var exempt func(capture.Kind) bool
+	if a := cfg.Authority.VRRP; a != nil {
+		// The watcher lives as long as the daemon: close() stops it.
+		if d.vrrp, err = vrrp.Watch(context.Background(), a.NotifyFIFO, a.Instance); err != nil {
+			d.close()
+			return nil, fmt.Errorf("authority: %w", err)
+		}
+		// A node that is not master must stop answering at once, even
+		// cut off from its peers: releases wait for neither the hold nor
+		// the contact check.
+		hold = 0
+		exempt = func(k capture.Kind) bool { return k == capture.ProxyARPStop }
+	}
 	d.loop = reconcile.New(reconcile.Config{
 		Node: cfg.Name, Store: d.st, Pools: d.pools, Seen: d.seen, Providers: d.provs,
 		Policy: cfg.Approval, Execute: true, RunningTimeout: cfg.Timing.RunningTimeout,
-		DeprovisionHold: cfg.Timing.DeprovisionHold, Interval: cfg.Timing.ReconcileInterval,
+		DeprovisionHold: hold, Interval: cfg.Timing.ReconcileInterval,
 		Clock: d.now, Wake: d.sub.C(), OnPass: d.afterPass, OnEpochs: d.publishEpochs, Preempt: d.preempt,
-		Ready: d.ready,
+		Ready: d.ready, ReadyExempt: exempt,
 	})
 	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
 	d.ln = opts.Listener
@@ -150,7 +173,7 @@ func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
 func (d *Daemon) now() time.Time { return d.opts.Clock().Add(time.Duration(d.offset.Load())) }
 
 // providers builds the drivers the pools name.
-func providers(ctx context.Context, cfg *config.Node) (map[string]provider.Provider, error) {
+func providers(ctx context.Context, cfg *config.Node, log *slog.Logger) (map[string]provider.Provider, error) {
 	out := map[string]provider.Provider{}
 	for name, p := range cfg.Providers {
 		switch p.Type {
@@ -162,6 +185,19 @@ func providers(ctx context.Context, cfg *config.Node) (map[string]provider.Provi
 				o.Credentials = credentials.NewStaticCredentialsProvider("ipfence", "cloudsim", "")
 			}
 			drv, err := aws.New(ctx, o)
+			if err != nil {
+				return nil, fmt.Errorf("provider %s: %w", name, err)
+			}
+			out[name] = drv
+		case config.TypeOnPrem:
+			lan, err := localTarget(cfg, name)
+			if err != nil {
+				return nil, err
+			}
+			drv, err := onprem.New(onprem.Options{
+				LAN: lan, WorkloadDevice: p.OnPrem.WorkloadDevice, WorkloadNextHop: p.OnPrem.WorkloadNextHop,
+				GARPCount: p.OnPrem.GARPCount, GARPRepeatAfter: garpRepeat(p.OnPrem.GARPRepeatAfter), Log: log.With("provider", name),
+			})
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", name, err)
 			}
@@ -184,6 +220,40 @@ func providers(ctx context.Context, cfg *config.Node) (map[string]provider.Provi
 		}
 	}
 	return out, nil
+}
+
+// localTarget is this node's capture target in the pools of an
+// on-premises provider: the LAN interface its driver answers ARP on. A
+// host has one.
+func localTarget(cfg *config.Node, provider string) (string, error) {
+	target := ""
+	for _, pool := range cfg.Pools {
+		if pool.Provider != provider {
+			continue
+		}
+		for _, m := range pool.Members {
+			if m.Node != cfg.Name {
+				continue
+			}
+			if target != "" && m.Target != target {
+				return "", fmt.Errorf("provider %s: this node has two capture targets, %s and %s; an on-premises driver answers on one LAN interface", provider, target, m.Target)
+			}
+			target = m.Target
+		}
+	}
+	if target == "" {
+		return "", fmt.Errorf("provider %s: this node is a member of none of its pools, so it has no LAN interface to answer on", provider)
+	}
+	return target, nil
+}
+
+// garpRepeat maps the configuration's "0: no second burst" to the
+// driver's negative delay.
+func garpRepeat(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // peerClient signs (or presents a client certificate on) every request to
@@ -214,6 +284,11 @@ func (d *Daemon) pools() []capture.Pool {
 			m := &p.Members[j]
 			l := live[m.Node]
 			m.Drained, m.Stale = l.Drained, l.Stale
+			if m.Node == d.cfg.Name && !d.authorityMaster() {
+				// Fail-closed: not VRRP master, so not eligible here,
+				// whatever the federation's intents say.
+				m.Drained = true
+			}
 		}
 		out[i] = p
 	}
@@ -332,6 +407,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	fedCtx, stopFed := context.WithCancel(context.Background())
 	wg.Go(func() { d.fed.Run(fedCtx) })
+	if d.vrrp != nil {
+		wg.Go(func() { d.watchAuthority(fedCtx) })
+		wg.Go(func() { d.watchAdverts(fedCtx) })
+	}
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan struct{})
 	go func() { d.loop.Run(loopCtx); close(loopDone) }()
@@ -353,6 +432,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 }
 
 func (d *Daemon) close() {
+	if d.vrrp != nil {
+		d.vrrp.Close()
+	}
 	if d.wake != nil {
 		d.wake.Close()
 	}

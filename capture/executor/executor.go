@@ -37,6 +37,20 @@ type Executor struct {
 	// from a majority, may hold rows whose epochs the cluster has moved
 	// past without its knowing, and its gate cannot tell.
 	Ready func() error
+	// ReadyExempt, when set, names action kinds that do not wait for
+	// Ready: on premises a release only stops this host answering for the
+	// address, which can never make a second holder, and a node that lost
+	// its VRRP authority must release even when cut off from its peers.
+	ReadyExempt func(capture.Kind) bool
+}
+
+// exempt says whether the row named by key runs without Ready.
+func (e *Executor) exempt(key string) bool {
+	if e.ReadyExempt == nil {
+		return false
+	}
+	row, err := e.Store.Row(key)
+	return err == nil && e.ReadyExempt(row.Kind)
 }
 
 // Result counts what a run did. Deferred counts the approved rows left for
@@ -60,9 +74,15 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if e.Ready != nil && e.Ready() != nil {
-			res.Deferred = len(keys) - i
-			break
+		free := e.exempt(k)
+		if e.Ready != nil && !free && e.Ready() != nil {
+			if e.ReadyExempt == nil {
+				res.Deferred = len(keys) - i
+				break
+			}
+			// Exempt rows further on may still run.
+			res.Deferred++
+			continue
 		}
 		row, err := e.Store.Claim(k, now)
 		if errors.Is(err, store.ErrStale) {
@@ -79,7 +99,7 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 			}
 		}
 		var out store.Outcome
-		if e.Ready != nil {
+		if e.Ready != nil && !free {
 			if err := e.Ready(); err != nil {
 				out.Err = fmt.Errorf("not called: %w", err)
 			}

@@ -84,3 +84,49 @@ func TestReadyGatesExecution(t *testing.T) {
 		t.Fatalf("ready, yet not acquired: %s", c.dump())
 	}
 }
+
+// Kinds exempt from Ready run while the node is not ready, and the others
+// wait: the daemon exempts on-premises releases, which a node that lost its
+// VRRP authority must make even when cut off from its peers.
+func TestReadyExemptKindsRun(t *testing.T) {
+	c := newChain(t)
+	st, err := store.Open(c.path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pol := policy.Policy{Auto: true, Providers: []string{"*"}, Kinds: []capture.Kind{"*"}, CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, MaxPerRun: 10}
+	var asked []string
+	loop := reconcile.New(reconcile.Config{
+		Node: "a", Store: st, Pools: c.pools, Policy: pol, Execute: true,
+		Providers: map[string]provider.Provider{"aws": c.cloud},
+		Clock:     func() time.Time { return c.now },
+		Ready: func() func() error {
+			return func() error { asked = append(asked, "ready"); return errors.New("out of contact") }
+		},
+		ReadyExempt: func(k capture.Kind) bool { return k == capture.EnableForwarding },
+	})
+	rep, err := loop.Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Exec.Deferred != 1 || rep.Exec.Claimed != 1 || rep.Exec.Succeeded != 1 || len(asked) != 1 {
+		t.Fatalf("%+v, ready asked %d times", rep.Exec, len(asked))
+	}
+	rows, err := st.Rows(store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		want := capture.Approved
+		if r.Kind == capture.EnableForwarding {
+			want = capture.Succeeded
+		}
+		if r.State != want {
+			t.Errorf("%s: %s, want %s", r.Kind, r.State, want)
+		}
+	}
+	if ms := c.cloud.Mutations(); len(ms) != 1 || ms[0].Call != capture.EnableForwarding {
+		t.Fatalf("mutations %+v", ms)
+	}
+}

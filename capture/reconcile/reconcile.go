@@ -69,6 +69,9 @@ type Config struct {
 	// means that whatever made the node ready (news from its peers) is in
 	// the inputs the pass plans from.
 	Ready func() func() error
+	// ReadyExempt, when set, names the action kinds that run whether or
+	// not Ready allows (see executor.Executor.ReadyExempt).
+	ReadyExempt func(capture.Kind) bool
 	// Hooks interrupt a pass at chosen points, for crash tests.
 	Hooks Hooks
 }
@@ -148,7 +151,7 @@ func (l *Loop) Pass(ctx context.Context) (Report, error) { return l.PassAt(ctx, 
 func (l *Loop) PassAt(ctx context.Context, now time.Time) (Report, error) {
 	rep := Report{Now: now}
 	st := l.cfg.Store
-	l.exec.Ready = nil
+	l.exec.Ready, l.exec.ReadyExempt = nil, l.cfg.ReadyExempt
 	if l.cfg.Ready != nil {
 		l.exec.Ready = l.cfg.Ready()
 	}

@@ -36,6 +36,7 @@ func commands() []command {
 		{"dev", "start a simulator and a cluster of nodes on loopback, for a first look", runDev},
 		{"test", "run a Jepsen-style test: test capture (ipfence's nodes) or test etcd (a real etcd cluster) under faults", runTest},
 		{"sim", "write the history of a simulated transactional database (for the checkers)", runSim},
+		{"doctor", "ask the LAN who answers ARP for an address: one holder, none, or a split brain", runDoctor},
 	}
 }
 
