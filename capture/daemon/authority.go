@@ -36,6 +36,33 @@ func (d *Daemon) authorityMaster() bool {
 	return d.vrrp.State() == vrrp.Master
 }
 
+// vrrpMaster is the member that most recently became VRRP master as the
+// federation has heard it: the one whose newest intent is the newest
+// undrain (by Lamport time, then origin, so that every node that saw the
+// same events picks the same). Masters publish an undrain when keepalived
+// makes them master and a drain when it stops, so this is the current
+// master, or, while a partition lasts, the latest master this side knows.
+// "" when there is no VRRP authority or no member is undrained.
+func (d *Daemon) vrrpMaster() string {
+	if d.vrrp == nil {
+		return ""
+	}
+	best := ""
+	var bestEv federation.Event
+	d.fed.View(func(s *federation.State) {
+		for _, n := range d.fed.Nodes() {
+			in, ok := s.Intent(n)
+			if !ok || in.Kind != federation.Undrain {
+				continue
+			}
+			if best == "" || in.Lamport > bestEv.Lamport || (in.Lamport == bestEv.Lamport && in.Origin > bestEv.Origin) {
+				best, bestEv = n, in
+			}
+		}
+	})
+	return best
+}
+
 // watchAuthority publishes this node's drain or undrain as its VRRP state
 // changes, starting with the state it has now (unknown counts as not
 // master), and wakes the loop.

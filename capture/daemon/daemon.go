@@ -277,6 +277,7 @@ func (d *Daemon) peerClient() (*http.Client, error) {
 // the federation sees them now.
 func (d *Daemon) pools() []capture.Pool {
 	live := d.fed.Liveness()
+	master := d.vrrpMaster()
 	out := make([]capture.Pool, len(d.cfg.Pools))
 	for i, p := range d.cfg.Pools {
 		p.Members = slices.Clone(p.Members)
@@ -287,6 +288,13 @@ func (d *Daemon) pools() []capture.Pool {
 			if m.Node == d.cfg.Name && !d.authorityMaster() {
 				// Fail-closed: not VRRP master, so not eligible here,
 				// whatever the federation's intents say.
+				m.Drained = true
+			}
+			if d.vrrp != nil && p.OnPrem() && m.Node != master {
+				// keepalived decides who holds: the latest to become
+				// master, not the first by priority, so that a crashed
+				// master's successor takes over as soon as VRRP says so
+				// rather than once the crashed node goes stale.
 				m.Drained = true
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/linear"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
 
@@ -225,5 +228,96 @@ func TestOnPremPartitionAndHeal(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("doctor after the heals: exit %d\n%s", code, out)
 		}
+	}
+}
+
+// A crashed master: its keepalived killed (SIGKILL writes nothing on the
+// FIFO; the node sees the FIFO close and fails closed), then a whole host
+// crashed (keepalived and ipfence killed, its LAN down). Each time the
+// next host captures as soon as keepalived makes it master, without
+// waiting for the dead node to go stale, and the observer follows within
+// a second.
+func TestOnPremCrash(t *testing.T) {
+	c := onpremFor(t, onpremOptions{})
+	reach(t, c, "h1", 20*time.Second)
+	n := observer(t, c)
+	time.Sleep(neighLocktime)
+
+	c.mu.Lock()
+	ka := c.kas["h1"]
+	delete(c.kas, "h1")
+	c.mu.Unlock()
+	start := time.Now()
+	if err := ka.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	took := waitMAC(t, c, n, "h2", start, time.Second)
+	reach(t, c, "h2", time.Second)
+	t.Logf("h1's keepalived killed → the observer follows h2 in %v", took)
+	// h1's node released when its keepalived went away: only h2 answers.
+	if code, out := doctor(t, c); code != 0 || !strings.Contains(out, "1 responder: "+c.lab.MAC("h2").String()) {
+		t.Fatalf("doctor: exit %d\n%s", code, out)
+	}
+
+	time.Sleep(neighLocktime)
+	start = time.Now()
+	if err := (hostProcs{c}).Kill("h2"); err != nil {
+		t.Fatal(err)
+	}
+	took = waitMAC(t, c, n, "h3", start, time.Second)
+	reach(t, c, "h3", time.Second)
+	t.Logf("host h2 crashed → the observer follows h3 in %v", took)
+}
+
+// The capture test on premises, through the harness: under partitions the
+// observer records two responders (the documented limit, reported as a
+// single-holder violation with its duration), and after the final heal one
+// host answers again; under host crashes there is never a second
+// responder.
+func TestCaptureOnPrem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two 20 s on-premises capture tests")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (network namespaces, proxy-ARP)")
+	}
+	testenv.Program(t, "keepalived")
+	for _, c := range []struct {
+		nemesis []string
+		valid   bool
+	}{{[]string{"partition"}, false}, {[]string{"kill"}, true}} {
+		t.Run(c.nemesis[0], func(t *testing.T) {
+			out, err := Run(t.Context(), Options{
+				Binary: testenv.Binary(t), Provider: "onprem", Netns: true, Nemesis: c.nemesis, Seed: 2,
+				TimeLimit: 20 * time.Second, Store: t.TempDir(), Command: []string{"ipfence", "test", "capture", "--provider", "onprem"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := out.Results.Fields["checkers"].(map[string]checker.Result)
+			sh := cs["single-holder"]
+			t.Logf("%v: %v, %d ops; single holder %v %v; convergence %v", c.nemesis, out.Valid, out.Ops, sh.Valid, sh.Fields, cs["convergence"].Fields)
+			dual := sh.Fields["dual_responder_ms"].(int64)
+			if c.valid {
+				if out.Valid != linear.True || dual != 0 {
+					t.Fatalf("verdict %v, dual-responder time %d ms", out.Valid, dual)
+				}
+			} else if sh.Valid != linear.False || dual <= 0 || out.Valid != linear.False {
+				t.Fatalf("a partition of a master left no second responder: %v %d ms", sh.Valid, dual)
+			}
+			for _, name := range []string{"convergence", "stats"} {
+				if cs[name].Valid != linear.True {
+					t.Errorf("%s: %v %v", name, cs[name].Valid, cs[name].Fields)
+				}
+			}
+			if out.Ops < 500 {
+				t.Errorf("only %d ops", out.Ops)
+			}
+			for _, f := range []string{"history.jsonl", "results.json", "responders.json", "timeline.html", "h1/ipfence.log", "h1/keepalived/keepalived.log"} {
+				if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
 	}
 }

@@ -61,6 +61,9 @@ type Options struct {
 	Netns bool
 	// UnsafeDisableFence starts the nodes with the planted bug.
 	UnsafeDisableFence bool
+	// Provider is "cloud" (the default: the cloud simulator) or "onprem"
+	// (proxy-ARP under keepalived in an L2 lab; needs Netns).
+	Provider string
 	// Command is the command line to write beside the history.
 	Command []string
 	// Progress and TTY: where the progress goes, and whether it is a
@@ -131,6 +134,13 @@ const (
 func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
+	}
+	switch o.Provider {
+	case "", "cloud":
+	case "onprem":
+		return runOnPrem(ctx, o)
+	default:
+		return nil, fmt.Errorf("--provider: %q is not cloud or onprem", o.Provider)
 	}
 	dir, err := harness.NewRunDir(o.Store, "capture", time.Now())
 	if err != nil {

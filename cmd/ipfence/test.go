@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,6 +68,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	store := fs.String("store", "store", "folder the run is saved under, as DIR/capture/<time>/")
 	netMode := fs.String("net", "proxy", "how partitions cut links: proxy (a TCP proxy on every node-to-node link,\nunprivileged) or netns (network namespaces and nftables; root)")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "start the nodes with the gate turned off: the planted bug the test must catch")
+	prov := fs.String("provider", "cloud", "cloud (the cloud simulator) or onprem (proxy-ARP under keepalived in an L2 lab of\nnetwork namespaces; needs --net netns and root; nemeses: "+strings.Join(suite.OnPremNemeses, ",")+")")
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -87,6 +89,20 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 		return fail("--time-limit must be at least 10s, not %v", *limit)
 	}
 	kinds := splitKinds(*nem)
+	nemSet := false
+	fs.Visit(func(f *flag.Flag) { nemSet = nemSet || f.Name == "nemesis" })
+	switch *prov {
+	case "cloud":
+	case "onprem":
+		if !nemSet {
+			kinds = suite.OnPremNemeses
+		}
+		if *netMode != "netns" {
+			return fail("--provider onprem needs --net netns: its hosts are network namespaces on one L2 segment")
+		}
+	default:
+		return fail("--provider: %q is not cloud or onprem", *prov)
+	}
 	if *netMode != "proxy" && *netMode != "netns" {
 		return fail("--net: %q is not proxy or netns", *netMode)
 	}
@@ -105,7 +121,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	}
 	o := suite.Options{
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
-		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced,
+		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced, Provider: *prov,
 		Command: append([]string{"ipfence", "test", "capture"}, args...), Progress: stdout, TTY: tty,
 	}
 	out, err := suite.Run(ctx, o)
@@ -156,6 +172,16 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 		fmt.Fprint(w, " (interrupted)")
 	}
 	fmt.Fprintln(w)
+	if _, cloud := cs["fence"]; !cloud {
+		// On premises: the observer's record of who answered ARP.
+		fmt.Fprintf(w, "  single holder   %-7s dual-responder time %v ms, no responder %v ms\n", valid("single-holder"),
+			get("single-holder", "dual_responder_ms"), get("single-holder", "no_responder_ms"))
+		fmt.Fprintf(w, "  convergence     %-7s one responder %.1f s after the final heal\n", valid("convergence"), get("convergence", "settled_s"))
+		fmt.Fprintf(w, "  stats           %-7s\n", valid("stats"))
+		word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Valid]
+		fmt.Fprintf(w, "\n%s  %s\n", word, out.Dir)
+		return
+	}
 	fmt.Fprintf(w, "  single holder   %-7s dual-holder time %v ms\n", valid("single-holder"), get("single-holder", "dual_holder_ms"))
 	fmt.Fprintf(w, "  fence           %-7s stale actions executed %v\n", valid("fence"), get("fence", "stale_actions_executed"))
 	fmt.Fprintf(w, "  convergence     %-7s last move %v s after the final heal\n", valid("convergence"), get("convergence", "convergence_s"))

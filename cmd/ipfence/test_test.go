@@ -30,6 +30,8 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "capture", "--time-limit", "3s", "--store", store}, "--time-limit must be at least 10s"},
 		{[]string{"test", "capture", "--concurrency", "-2", "--store", store}, "--concurrency must be from 1 to 1000, not -2"},
 		{[]string{"test", "capture", "--seed", "x"}, `invalid value "x" for flag -seed`},
+		{[]string{"test", "capture", "--provider", "gcp"}, `--provider: "gcp" is not cloud or onprem`},
+		{[]string{"test", "capture", "--provider", "onprem"}, "--provider onprem needs --net netns"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(c.args...)
