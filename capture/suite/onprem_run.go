@@ -198,9 +198,9 @@ func onpremWorkload(o Options, choices nemesis.Choices) gen.Generator {
 type onpremClient struct{ c *onprem }
 
 func (cl *onpremClient) Open(context.Context, string) (harness.Client, error) { return cl, nil }
-func (cl *onpremClient) Setup(context.Context) error                            { return nil }
-func (cl *onpremClient) Teardown(context.Context) error                         { return nil }
-func (cl *onpremClient) Close(context.Context) error                            { return nil }
+func (cl *onpremClient) Setup(context.Context) error                          { return nil }
+func (cl *onpremClient) Teardown(context.Context) error                       { return nil }
+func (cl *onpremClient) Close(context.Context) error                          { return nil }
 
 func (cl *onpremClient) Invoke(_ context.Context, op harness.Op) harness.Completion {
 	if op.F != "read" {
