@@ -4,6 +4,7 @@ package suite
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -11,8 +12,9 @@ import (
 	"time"
 )
 
-// BenchmarkOnPremMove times planned moves: the master's keepalived is
-// stopped (SIGTERM) and the clock runs until the observer's neighbour
+// BenchmarkOnPremMove times moves: the master's keepalived is stopped
+// (SIGTERM: a planned move) or killed (SIGKILL: a crash), and the clock
+// runs until the observer's neighbour
 // entry for the address names the next host's MAC; then the old master
 // comes back and takes the address back (not timed). With ipfence the
 // address is captured by proxy-ARP under keepalived's authority; with
@@ -25,7 +27,12 @@ func BenchmarkOnPremMove(b *testing.B) {
 		name    string
 		version int
 		advert  time.Duration
-	}{{"vrrp3-advert100ms", 3, 100 * time.Millisecond}, {"vrrp2-advert1s", 2, time.Second}} {
+		crash   bool
+	}{
+		{"vrrp3-advert100ms/stop", 3, 100 * time.Millisecond, false},
+		{"vrrp2-advert1s/stop", 2, time.Second, false},
+		{"vrrp3-advert100ms/crash", 3, 100 * time.Millisecond, true},
+	} {
 		for _, mode := range []string{"ipfence", "keepalived-alone"} {
 			b.Run(s.name+"/"+mode, func(b *testing.B) {
 				c := onpremFor(b, onpremOptions{version: s.version, advert: s.advert, vip: mode == "keepalived-alone", prefix: "ob"})
@@ -46,9 +53,29 @@ func BenchmarkOnPremMove(b *testing.B) {
 				var took []time.Duration
 				for b.Loop() {
 					time.Sleep(neighLocktime)
+					if s.crash {
+						// A crash comes at any point of the advert
+						// interval; a fixed delay after the last move
+						// would pin it to one phase and bias the times
+						// by up to an interval.
+						time.Sleep(rand.N(s.advert))
+					}
 					start := time.Now()
 					stopped := make(chan error, 1)
-					go func() { stopped <- c.stopKeepalived("h1") }()
+					go func() {
+						if !s.crash {
+							stopped <- c.stopKeepalived("h1")
+							return
+						}
+						// SIGKILL: keepalived writes nothing and sends no
+						// priority-0 advert; the backup waits out the
+						// master-down interval.
+						c.mu.Lock()
+						ka := c.kas["h1"]
+						delete(c.kas, "h1")
+						c.mu.Unlock()
+						stopped <- ka.Kill()
+					}()
 					took = append(took, waitMAC(b, c, n, "h2", start, 10*time.Second))
 					if err := <-stopped; err != nil {
 						b.Fatal(err)
@@ -73,7 +100,8 @@ func BenchmarkOnPremMove(b *testing.B) {
 // times how long the observer's neighbour entry takes to name h1 again
 // (h1 keeps the mastership by priority). keepalived alone announces
 // nothing when the old master's advert wins the race, so the observer
-// keeps sending to h2, which dropped the address, until its entry expires;
+// keeps sending to h2, which dropped the address, until its entry fails
+// its unicast probes (a client keeps connecting meanwhile);
 // ipfence announces again whichever way the race goes. It reports the
 // worst gap and how many heals took over a second:
 //
@@ -102,7 +130,21 @@ func BenchmarkOnPremHeal(b *testing.B) {
 				if err := c.lab.Heal(); err != nil {
 					b.Fatal(err)
 				}
+				// A client keeps sending, as clients do: a neighbour
+				// entry nobody uses is never checked again.
+				done := make(chan struct{})
+				go func() {
+					for {
+						select {
+						case <-done:
+							return
+						case <-time.After(50 * time.Millisecond):
+							_, _ = c.lab.Fetch(workloadPort, 200*time.Millisecond)
+						}
+					}
+				}()
 				gap := waitMAC(b, c, n, "h1", healed, 2*time.Minute)
+				close(done)
 				gaps = append(gaps, gap)
 				if gap > time.Second {
 					over++
