@@ -78,3 +78,18 @@ func TestExampleCluster(t *testing.T) {
 		}
 	}
 }
+
+// examples/onprem/h1.yaml is a valid on-premises node: an onprem provider
+// under keepalived's authority.
+func TestExampleOnPrem(t *testing.T) {
+	n, err := Load(filepath.Join(testenv.RepoRoot(t), "examples", "onprem", "h1.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := n.Providers["lan"]; p.Type != TypeOnPrem || p.OnPrem.WorkloadDevice != "wl0" || p.OnPrem.GARPCount != 5 {
+		t.Errorf("provider %+v", p)
+	}
+	if n.Authority.VRRP == nil || n.Authority.VRRP.Instance != "VI_1" || len(n.Pools) != 1 || !n.Pools[0].OnPrem() {
+		t.Errorf("authority %+v, pools %+v", n.Authority.VRRP, n.Pools)
+	}
+}
