@@ -25,6 +25,9 @@ import (
 // when the test fails.
 func onpremFor(t testing.TB, o onpremOptions) *onprem {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts keepalived and ipfence nodes in network namespaces")
+	}
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "root (network namespaces, proxy-ARP)")
 	}
