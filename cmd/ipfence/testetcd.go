@@ -16,8 +16,8 @@ import (
 )
 
 func runTestEtcd(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("test etcd", "test etcd --workload register|list-append [--serializable-reads] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--rate R] [--store DIR] [--etcd-binary PATH]", stderr)
-	workload := fs.String("workload", "", "register (reads, writes, compare-and-sets on independent keys; linearizability)\nor list-append (transactions of appends and reads; strict serializability)")
+	fs, level := flagSet("test etcd", "test etcd --workload register|list-append|set [--serializable-reads] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--rate R] [--store DIR] [--etcd-binary PATH]", stderr)
+	workload := fs.String("workload", "", "register (reads, writes, compare-and-sets on independent keys; linearizability),\nlist-append (transactions of appends and reads; strict serializability)\nor set (adds and whole-set reads; Jepsen's set-full, stale reads refused)")
 	serializable := fs.Bool("serializable-reads", false, "serve reads from the client's own member (clientv3.WithSerializable): possibly stale,\nas etcd documents; the register test must catch it")
 	nodes := fs.Int("nodes", 3, "number of etcd members, 1 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
@@ -88,6 +88,9 @@ func printEtcdSummary(w io.Writer, out *harness.Outcome) {
 			line += ": " + strings.Join(types, ", ")
 		}
 		fmt.Fprintln(w, line)
+	}
+	if r, ok := cs["set"]; ok {
+		fmt.Fprintf(w, "  set-full        %-7s %v\n", r.Valid, r.Fields["summary"])
 	}
 	if r, ok := cs["stats"]; ok {
 		fmt.Fprintf(w, "  stats           %-7s\n", r.Valid)

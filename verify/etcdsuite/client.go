@@ -26,6 +26,9 @@ const opTimeout = 2 * time.Second
 //	cas   [k [old new]]: Txn if value(k) = old then put new; fail when the
 //	                     compare did not hold
 //
+// set: add v → Put of the key s/v; read (value nil) → every element, a
+// keys-only range read of the prefix at one revision.
+//
 // list-append: txn [[f k v] ...] with f "r" or "append". The transaction
 // reads every key it touches in one read-only Txn, computes what it
 // appends, and commits the appends in a second Txn guarded by the mod
@@ -62,12 +65,48 @@ func (cl *client) Invoke(ctx context.Context, op harness.Op) harness.Completion 
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	switch op.F {
-	case "read", "write", "cas":
+	case "write", "cas":
+		return cl.register(ctx, op)
+	case "read":
+		// A register read names its key; a set read names nothing.
+		if op.Value == nil {
+			return cl.readSet(ctx, op)
+		}
 		return cl.register(ctx, op)
 	case "txn":
 		return cl.txn(ctx, op)
+	case "add":
+		v, _ := op.Value.(int64)
+		if _, err := cl.cl.Put(ctx, setKey(v), ""); err != nil {
+			return harness.Info(op.Value, err.Error())
+		}
+		return harness.OK(op.Value)
 	}
 	return harness.Fail(op.Value, "unknown operation "+op.F)
+}
+
+// setPrefix holds the set's elements, one key each.
+const setPrefix = "s/"
+
+// setKey is the etcd key of set element v.
+func setKey(v int64) string { return setPrefix + strconv.FormatInt(v, 10) }
+
+// readSet reads the whole set (keys only) at one revision.
+func (cl *client) readSet(ctx context.Context, op harness.Op) harness.Completion {
+	opts := append(cl.readOpts(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := cl.cl.Get(ctx, setPrefix, opts...)
+	if err != nil {
+		return harness.Fail(op.Value, err.Error())
+	}
+	out := make([]any, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		n, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), setPrefix), 10, 64)
+		if err != nil {
+			return harness.Fail(op.Value, fmt.Sprintf("set key %q is not a number", kv.Key))
+		}
+		out = append(out, n)
+	}
+	return harness.OK(out)
 }
 
 // registerKey is the etcd key of register k.

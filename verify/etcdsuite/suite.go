@@ -32,14 +32,16 @@ import (
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/isolation"
 	"github.com/ipfence/ipfence/verify/model"
 	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
+	"github.com/ipfence/ipfence/verify/workload"
 )
 
 // Workloads are the workloads the test knows.
-var Workloads = []string{"register", "list-append"}
+var Workloads = []string{"register", "list-append", "set"}
 
 // Nemeses are the fault kinds the test knows, in the order --nemesis lists
 // them.
@@ -214,12 +216,15 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		}
 		checks["linear"] = checker.Linearizable(checker.LinearOptions{Model: m, Timeout: 2 * time.Minute})
 		ops = &registers{r: gen.NewRand(o.Seed + 1)}
-	} else {
+	} else if o.Workload == "list-append" {
 		checks["transactional"] = checker.Transactional(checker.TransactionalOptions{
 			Isolation: isolation.Options{Workload: isolation.ListAppend, Consistency: "strict-serializable"},
 			Timeout:   2 * time.Minute,
 		})
 		ops = newAppends(o.Seed + 1)
+	} else {
+		checks["set"] = setChecker()
+		ops = &setOps{r: gen.NewRand(o.Seed + 1)}
 	}
 	test := harness.Test{
 		Name: "etcd", Dir: dir, Nodes: c.nodes, Concurrency: o.Concurrency,
@@ -341,3 +346,51 @@ func (g *appends) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
 }
 
 func (g *appends) Update(gen.Context, gen.Event) gen.Generator { return g }
+
+// readEvery is how often, among set operations, one is a read of the
+// whole set: reads grow with the set, adds do not.
+const readEvery = 10
+
+// setOps hands out adds of 0, 1, 2, ... to the set, with a read of the
+// whole set in place of every readEvery-th.
+type setOps struct {
+	r gen.Rand
+	n int64 // the next element
+}
+
+func (g *setOps) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
+	t, ok := freeClient(ctx)
+	if !ok {
+		return gen.Op{}, g, gen.Pending
+	}
+	n := *g
+	var op gen.Op
+	if n.r.IntN(readEvery) == 0 {
+		op = gen.F("read", nil)
+	} else {
+		op = gen.F("add", n.n)
+		n.n++
+	}
+	op.Thread, op.Time = t, ctx.Time
+	return op, &n, gen.Ready
+}
+
+func (g *setOps) Update(gen.Context, gen.Event) gen.Generator { return g }
+
+// setChecker is Jepsen's set-full check with linearizable reads demanded:
+// an element known to be in the set must be in every read that begins
+// after that.
+func setChecker() checker.Checker {
+	return checker.Func(func(_ context.Context, r *checker.Run) checker.Result {
+		rep, err := workload.Check(workload.SetFull, &history.History{Format: history.JSONL, Events: r.Events},
+			workload.Options{SetFullLinearizable: true})
+		if err != nil {
+			return checker.Errorf("%v", err)
+		}
+		fields := map[string]any{"summary": rep.Summary()}
+		for k, v := range rep.Fields {
+			fields[k] = v
+		}
+		return checker.Result{Valid: rep.Valid, Fields: fields}
+	})
+}
