@@ -29,7 +29,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"check", "check histories for linearizability against a model", runCheck},
+		{"check", "check histories: linearizability, transactional consistency (Elle-style), Jepsen workload checkers", runCheck},
 		{"cloudsim", "run a cloud simulator that speaks the EC2 API", runCloudsim},
 		{"serve", "run a capture node (the daemon)", runServe},
 		{"ctl", "operate a running node: status, actions, approve, reject, drain, undrain", runCtl},
