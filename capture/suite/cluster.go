@@ -21,6 +21,7 @@ import (
 	"github.com/ipfence/ipfence/capture/daemon"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
 	"github.com/ipfence/ipfence/internal/loopback"
+	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
 
@@ -46,17 +47,19 @@ type cluster struct {
 	addrs     []netip.Addr
 	unfenced  bool
 	secret    []byte
-	sim       string // the simulator's URL
-	simCmd    *exec.Cmd
+	sim       string            // the simulator's URL
 	endpoints map[string]string // node → its API URL, as the harness reaches it
 	listens   map[string]string // node → host:port it listens on
 	mesh      *netfault.Mesh
 	ns        *netfault.Netns
 	http      *http.Client
 
-	mu    sync.Mutex
-	procs map[string]*exec.Cmd
-	logs  map[string]*os.File
+	// procs are the nodes' processes and the simulator's ("cloudsim",
+	// which no fault names); they give Pause, Resume and Kill.
+	nemesis.Procs
+
+	mu   sync.Mutex
+	logs map[string]*os.File
 }
 
 // nic is node's NIC at the simulator.
@@ -79,7 +82,7 @@ type clusterOptions struct {
 // node serves. On error it stops whatever it started.
 func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error) {
 	c = &cluster{bin: o.bin, dir: o.dir, unfenced: o.unfenced, endpoints: map[string]string{}, listens: map[string]string{},
-		procs: map[string]*exec.Cmd{}, logs: map[string]*os.File{}}
+		logs: map[string]*os.File{}}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -113,7 +116,8 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 	if err != nil {
 		return c, err
 	}
-	c.sim, c.simCmd = simURL, cmd
+	c.sim = simURL
+	c.Add("cloudsim", cmd)
 
 	// Where each node listens, and the address every other node dials to
 	// reach it: through the harness's proxy for that link, or directly in
@@ -206,10 +210,6 @@ func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, args .
 		cmd = exec.Command(c.bin, args...)
 	}
 	cmd.Dir = c.dir
-	// Own process group: a Ctrl-C at the terminal goes to the harness,
-	// which heals and stops the nodes itself; a node must not die of it
-	// halfway through the heal.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c.mu.Lock()
 	logf := c.logs[name]
 	if logf == nil {
@@ -222,16 +222,35 @@ func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, args .
 		c.logs[name] = logf
 	}
 	c.mu.Unlock()
-	cmd.Stderr = logf
-	pipe, err := cmd.StdoutPipe()
+	url, err := startListening(ctx, cmd, name, logf, nil)
 	if err != nil {
 		return "", nil, err
 	}
+	return url, cmd, nil
+}
+
+// startListening starts cmd in a process group of its own (a Ctrl-C at
+// the terminal goes to the harness, which heals and stops the processes
+// itself; one must not die of it halfway through the heal), with its
+// output appended to logf, and waits for the "listening on URL" line
+// every ipfence command that serves prints once ready; it returns the
+// URL. A process that prints anything else first, or nothing within
+// startTimeout, is killed. done, when set, runs once the output ends.
+func startListening(ctx context.Context, cmd *exec.Cmd, name string, logf *os.File, done func()) (string, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = logf
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
 	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("starting %s: %w", name, err)
+		return "", fmt.Errorf("starting %s: %w", name, err)
 	}
 	lines := make(chan string, 1)
 	go func() {
+		if done != nil {
+			defer done()
+		}
 		r := bufio.NewReader(pipe)
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -239,22 +258,21 @@ func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, args .
 			return
 		}
 		lines <- line
-		io.Copy(logf, r)
+		_, _ = io.Copy(logf, r)
 	}()
+	why := fmt.Sprintf("did not start within %v", startTimeout)
 	select {
 	case line, ok := <-lines:
-		if ok && strings.HasPrefix(line, "listening on ") {
-			return strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), cmd, nil
+		if url, found := strings.CutPrefix(line, "listening on "); ok && found {
+			return strings.TrimSpace(url), nil
 		}
-		cmd.Process.Kill()
-		cmd.Wait()
-		return "", nil, fmt.Errorf("%s did not start (first line %q); see %s", name, line, logf.Name())
+		why = fmt.Sprintf("did not start (first line %q)", line)
 	case <-time.After(startTimeout):
 	case <-ctx.Done():
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	return "", nil, fmt.Errorf("%s did not start within %v; see %s", name, startTimeout, logf.Name())
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return "", fmt.Errorf("%s %s; see %s", name, why, logf.Name())
 }
 
 // startNode starts node n and waits until it answers.
@@ -267,61 +285,14 @@ func (c *cluster) startNode(ctx context.Context, n string) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.procs[n] = cmd
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *cluster) proc(n string) (*exec.Cmd, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.procs[n]
-	if p == nil {
-		return nil, fmt.Errorf("node %s is not running", n)
-	}
-	return p, nil
-}
-
-// Pause stops node n with SIGSTOP.
-func (c *cluster) Pause(n string) error {
-	p, err := c.proc(n)
-	if err != nil {
-		return err
-	}
-	return p.Process.Signal(syscall.SIGSTOP)
-}
-
-// Resume continues node n with SIGCONT; a node that is not running is
-// already as resumed as it gets.
-func (c *cluster) Resume(n string) error {
-	p, err := c.proc(n)
-	if err != nil {
-		return nil
-	}
-	return p.Process.Signal(syscall.SIGCONT)
-}
-
-// Kill kills node n with SIGKILL and reaps it.
-func (c *cluster) Kill(n string) error {
-	c.mu.Lock()
-	p := c.procs[n]
-	delete(c.procs, n)
-	c.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("node %s is not running", n)
-	}
-	if err := p.Process.Signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	p.Wait()
+	c.Add(n, cmd)
 	return nil
 }
 
 // Restart starts node n again, with the same configuration and state.
 func (c *cluster) Restart(ctx context.Context, n string) error {
-	if _, err := c.proc(n); err == nil {
-		return nil // running already
+	if c.Running(n) {
+		return nil
 	}
 	return c.startNode(ctx, n)
 }
@@ -364,34 +335,10 @@ func (c *cluster) simSend(ctx context.Context, method, path string, body any) er
 	return jsonhttp.Do(ctx, http.DefaultClient, method, c.sim+path, body, nil)
 }
 
-// stop stops every process (nodes first, with SIGCONT in case they are
-// paused), closes the network, and the logs.
+// stop stops every process (with SIGCONT in case one is paused), closes
+// the network, and the logs.
 func (c *cluster) stop() {
-	c.mu.Lock()
-	procs := c.procs
-	c.procs = map[string]*exec.Cmd{}
-	c.mu.Unlock()
-	var all []*exec.Cmd
-	for _, p := range procs {
-		all = append(all, p)
-	}
-	if c.simCmd != nil {
-		all = append(all, c.simCmd)
-	}
-	for _, p := range all {
-		p.Process.Signal(syscall.SIGCONT)
-		p.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range all {
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			p.Process.Kill()
-			<-done
-		}
-	}
+	c.StopAll(10 * time.Second)
 	if c.mesh != nil {
 		c.mesh.Close()
 	}

@@ -3,10 +3,8 @@
 package suite
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -14,11 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ipfence/ipfence/capture/vrrp"
 	"github.com/ipfence/ipfence/internal/l2lab"
+	"github.com/ipfence/ipfence/verify/nemesis"
 )
 
 // onpremOptions say how to build an on-premises cluster.
@@ -47,9 +45,10 @@ type onprem struct {
 	lab   *l2lab.Lab
 	hosts []string
 
-	mu    sync.Mutex
-	kas   map[string]*vrrp.Process
-	nodes map[string]*exec.Cmd
+	mu  sync.Mutex
+	kas map[string]*vrrp.Process
+	// nodes are the ipfence processes, by host.
+	nodes nemesis.Procs
 }
 
 const (
@@ -70,7 +69,7 @@ func startOnPrem(ctx context.Context, o onpremOptions) (c *onprem, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &onprem{o: o, lab: lab, hosts: lab.Hosts(), kas: map[string]*vrrp.Process{}, nodes: map[string]*exec.Cmd{}}
+	c = &onprem{o: o, lab: lab, hosts: lab.Hosts(), kas: map[string]*vrrp.Process{}}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -150,43 +149,12 @@ func (c *onprem) startNode(ctx context.Context, h string) error {
 		return err
 	}
 	cmd := c.lab.Command(h, c.o.bin, "serve", "--config", c.configPath(h), "--log-level", "info")
-	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		logf.Close()
+	if _, err := startListening(ctx, cmd, "ipfence on "+h, logf, func() { logf.Close() }); err != nil {
+		logf.Close() // closing twice does no harm
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("starting ipfence on %s: %w", h, err)
-	}
-	lines := make(chan string, 1)
-	go func() {
-		defer logf.Close()
-		r := bufio.NewReader(pipe)
-		line, err := r.ReadString('\n')
-		if err != nil {
-			close(lines)
-			return
-		}
-		lines <- line
-		_, _ = io.Copy(logf, r)
-	}()
-	select {
-	case line, ok := <-lines:
-		if ok && strings.HasPrefix(line, "listening on ") {
-			c.mu.Lock()
-			c.nodes[h] = cmd
-			c.mu.Unlock()
-			return nil
-		}
-	case <-time.After(startTimeout):
-	case <-ctx.Done():
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	return fmt.Errorf("ipfence on %s did not start; see %s", h, filepath.Join(c.o.dir, h, "ipfence.log"))
+	c.nodes.Add(h, cmd)
+	return nil
 }
 
 // keepalivedConfig is host h's VRRP instance.
@@ -240,25 +208,12 @@ func (c *onprem) stopKeepalived(h string) error {
 // stop stops every keepalived and node, then removes the lab.
 func (c *onprem) stop() {
 	c.mu.Lock()
-	kas, nodes := c.kas, c.nodes
-	c.kas, c.nodes = map[string]*vrrp.Process{}, map[string]*exec.Cmd{}
+	kas := c.kas
+	c.kas = map[string]*vrrp.Process{}
 	c.mu.Unlock()
 	for _, p := range kas {
 		_ = p.Kill()
 	}
-	for _, cmd := range nodes {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, cmd := range nodes {
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
+	c.nodes.StopAll(10 * time.Second)
 	_ = c.lab.Close()
 }

@@ -231,14 +231,14 @@ type hostProcs struct{ c *onprem }
 
 func (p hostProcs) signal(h string, sig syscall.Signal) error {
 	p.c.mu.Lock()
-	ka, node := p.c.kas[h], p.c.nodes[h]
+	ka := p.c.kas[h]
 	p.c.mu.Unlock()
 	var errs []error
 	if ka != nil {
 		errs = append(errs, syscall.Kill(-ka.Pid(), sig))
 	}
-	if node != nil {
-		errs = append(errs, syscall.Kill(-node.Process.Pid, sig))
+	if pid, ok := p.c.nodes.Pid(h); ok {
+		errs = append(errs, syscall.Kill(-pid, sig))
 	}
 	return errors.Join(errs...)
 }
@@ -248,11 +248,10 @@ func (p hostProcs) Resume(h string) error { return p.signal(h, syscall.SIGCONT) 
 
 func (p hostProcs) Kill(h string) error {
 	p.c.mu.Lock()
-	ka, node := p.c.kas[h], p.c.nodes[h]
+	ka := p.c.kas[h]
 	delete(p.c.kas, h)
-	delete(p.c.nodes, h)
 	p.c.mu.Unlock()
-	if ka == nil && node == nil {
+	if ka == nil && !p.c.nodes.Running(h) {
 		return fmt.Errorf("host %s is down already", h)
 	}
 	if err := p.c.lab.Command(h, "ip", "link", "set", p.c.lab.LANDevice(), "down").Run(); err != nil {
@@ -261,18 +260,16 @@ func (p hostProcs) Kill(h string) error {
 	if ka != nil {
 		_ = ka.Kill()
 	}
-	if node != nil {
-		_ = syscall.Kill(-node.Process.Pid, syscall.SIGKILL)
-		_ = node.Wait()
+	if pid, ok := p.c.nodes.Pid(h); ok {
+		// The whole group, as a crash takes every process of the host.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = p.c.nodes.Kill(h)
 	}
 	return nil
 }
 
 func (p hostProcs) Restart(ctx context.Context, h string) error {
-	p.c.mu.Lock()
-	up := p.c.nodes[h] != nil
-	p.c.mu.Unlock()
-	if up {
+	if p.c.nodes.Running(h) {
 		return nil
 	}
 	// What a reboot forgets: the proxy entry and the driver's route.

@@ -59,19 +59,46 @@ func hardJSONL(k int) string {
 	return b.String()
 }
 
+// cliCase is a command line and what it must do: its exit status, and
+// texts its stdout and stderr must contain.
+type cliCase struct {
+	name   string
+	args   []string
+	code   int
+	stdout []string
+	stderr []string
+}
+
+// runCases runs each case through run, as a subtest.
+func runCases(t *testing.T, cases []cliCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
+			}
+			for _, s := range c.stdout {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout)
+				}
+			}
+			for _, s := range c.stderr {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+		})
+	}
+}
+
 func TestCheckExitCodes(t *testing.T) {
 	valid := write(t, "valid.jsonl", validJSONL)
 	stale := write(t, "stale.jsonl", staleJSONL)
 	hard := write(t, "hard.jsonl", hardJSONL(40))
 	broken := write(t, "broken.edn", "[{:process 0 :type :invoke :f :read}\n {:process 0 :type :okk}]")
 
-	cases := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	cases := []cliCase{
 		{"valid", []string{"check", valid}, 0, []string{valid + ": linearizable (cas-register, 2 ops,"}, nil},
 		{"flags after the file", []string{"check", valid, "--model", "register"}, 0, []string{"linearizable (register, 2 ops"}, nil},
 		{"stale read", []string{"check", stale}, 1, []string{"NOT linearizable", "process 1 read → nil (invoked at index 2, completed at index 3)"}, nil},
@@ -95,24 +122,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"unknown command", []string{"frob"}, 3, nil, []string{`unknown command "frob"`}},
 		{"initial value", []string{"check", "--model", "register", "--initial", "1", write(t, "r.jsonl", `{"type":"invoke","process":0,"f":"read"}`+"\n"+`{"type":"ok","process":0,"f":"read","value":1}`)}, 0, []string{"linearizable"}, nil},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(c.args...)
-			if code != c.code {
-				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
-			}
-			for _, s := range c.stdout {
-				if !strings.Contains(stdout, s) {
-					t.Errorf("stdout lacks %q:\n%s", s, stdout)
-				}
-			}
-			for _, s := range c.stderr {
-				if !strings.Contains(stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, stderr)
-				}
-			}
-		})
-	}
+	runCases(t, cases)
 }
 
 func TestCheckJSON(t *testing.T) {

@@ -44,6 +44,16 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	return exitError
 }
 
+// interruptible is the context a test runs in, cancelled by Ctrl-C or
+// SIGTERM (the harness then heals and checks what happened so far), and
+// whether stdout is a terminal (a live progress line rather than log
+// lines).
+func interruptible(stdout io.Writer) (context.Context, context.CancelFunc, bool) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	f, ok := stdout.(*os.File)
+	return ctx, stop, ok && harness.IsTerminal(f)
+}
+
 // splitKinds reads a --nemesis value: comma-separated kinds, or none.
 func splitKinds(s string) []string {
 	var kinds []string
@@ -113,12 +123,8 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("finding the ipfence binary to run the nodes with: %v", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop, tty := interruptible(stdout)
 	defer stop()
-	tty := false
-	if f, ok := stdout.(*os.File); ok {
-		tty = harness.IsTerminal(f)
-	}
 	o := suite.Options{
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
 		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced, Provider: *prov,

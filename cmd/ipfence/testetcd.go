@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/etcdsuite"
@@ -56,12 +52,8 @@ func runTestEtcd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return fail("--workload is required: %s", strings.Join(etcdsuite.Workloads, " or "))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop, tty := interruptible(stdout)
 	defer stop()
-	tty := false
-	if f, ok := stdout.(*os.File); ok {
-		tty = harness.IsTerminal(f)
-	}
 	o := etcdsuite.Options{
 		Binary: *bin, Workload: *workload, SerializableReads: *serializable, Nodes: *nodes, Concurrency: *conc,
 		Rate: *rate, TimeLimit: *limit, Nemesis: splitKinds(*nem), Seed: *seed, Store: *store,

@@ -25,13 +25,7 @@ func TestCheckTransactional(t *testing.T) {
 	garbled := write(t, "garbled.jsonl", `{"type":"invoke","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+
 		`{"type":"ok","process":0,"f":"txn","value":[["frob","x",1]]}`+"\n")
 
-	cases := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	cases := []cliCase{
 		{"G-single", []string{"check", "--model", "list-append", paper}, 1,
 			[]string{paper + ": INVALID (list-append, strict-serializable, 4 transactions): G-single-item, G-single-item-realtime; not consistent-view, repeatable-read"}, nil},
 		{"snapshot isolation holds", []string{"check", "--model", "list-append", "--consistency", "snapshot-isolation", si}, 0,
@@ -64,24 +58,7 @@ func TestCheckTransactional(t *testing.T) {
 		{"negative group size", []string{"check", "--model", "long-fork", "--group-size", "-1", c("elle-cli/jepsen/long-fork.edn")}, 3, nil,
 			[]string{"--group-size: -1 is negative"}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := runCLI(tc.args...)
-			if code != tc.code {
-				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout, stderr)
-			}
-			for _, s := range tc.stdout {
-				if !strings.Contains(stdout, s) {
-					t.Errorf("stdout lacks %q:\n%s", s, stdout)
-				}
-			}
-			for _, s := range tc.stderr {
-				if !strings.Contains(stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, stderr)
-				}
-			}
-		})
-	}
+	runCases(t, cases)
 }
 
 // --json prints one object per file with the fields other tools read, and

@@ -2,7 +2,6 @@ package etcdsuite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/ipfence/ipfence/internal/loopback"
 	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
 
@@ -55,17 +55,18 @@ type cluster struct {
 	args    map[string][]string
 	version string
 
-	mu    sync.Mutex
-	procs map[string]*exec.Cmd
-	exits map[string]chan struct{}
-	logs  map[string]*os.File
+	// The members' processes: Pause, Resume and Kill.
+	nemesis.Procs
+
+	mu   sync.Mutex
+	logs map[string]*os.File
 }
 
 // startCluster starts n members and waits until each answers a
 // linearizable read. On error it stops whatever it started.
 func startCluster(ctx context.Context, bin, dir string, n int, token string) (c *cluster, err error) {
 	c = &cluster{bin: bin, dir: dir, client: map[string]string{}, peer: map[string]string{}, args: map[string][]string{},
-		procs: map[string]*exec.Cmd{}, exits: map[string]chan struct{}{}, logs: map[string]*os.File{}}
+		logs: map[string]*os.File{}}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -165,7 +166,7 @@ func (c *cluster) waitReady(ctx context.Context, node string) error {
 		if err == nil {
 			return nil
 		}
-		if !c.running(node) {
+		if !c.Running(node) {
 			return fmt.Errorf("etcd member %s exited; see %s", node, c.logPath(node))
 		}
 		select {
@@ -201,71 +202,7 @@ func (c *cluster) start(node string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting etcd member %s: %w", node, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	c.procs[node], c.exits[node] = cmd, done
-	return nil
-}
-
-// running says node's process is alive.
-func (c *cluster) running(node string) bool {
-	c.mu.Lock()
-	done := c.exits[node]
-	c.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (c *cluster) proc(node string) (*exec.Cmd, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.procs[node]
-	if p == nil {
-		return nil, fmt.Errorf("etcd member %s is not running", node)
-	}
-	return p, nil
-}
-
-// Pause stops node's member with SIGSTOP.
-func (c *cluster) Pause(node string) error {
-	p, err := c.proc(node)
-	if err != nil {
-		return err
-	}
-	return p.Process.Signal(syscall.SIGSTOP)
-}
-
-// Resume continues node's member with SIGCONT; a member that is not
-// running is as resumed as it gets.
-func (c *cluster) Resume(node string) error {
-	p, err := c.proc(node)
-	if err != nil {
-		return nil
-	}
-	return p.Process.Signal(syscall.SIGCONT)
-}
-
-// Kill kills node's member with SIGKILL and waits until it is gone.
-func (c *cluster) Kill(node string) error {
-	c.mu.Lock()
-	p, done := c.procs[node], c.exits[node]
-	delete(c.procs, node)
-	delete(c.exits, node)
-	c.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("etcd member %s is not running", node)
-	}
-	if err := p.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	<-done
+	c.Add(node, cmd)
 	return nil
 }
 
@@ -274,7 +211,7 @@ func (c *cluster) Kill(node string) error {
 // whether it can reach a quorum, which is the system's business, not the
 // nemesis's.
 func (c *cluster) Restart(ctx context.Context, node string) error {
-	if c.running(node) {
+	if c.Running(node) {
 		return nil
 	}
 	if err := c.start(node); err != nil {
@@ -288,7 +225,7 @@ func (c *cluster) Restart(ctx context.Context, node string) error {
 			conn.Close()
 			return nil
 		}
-		if !c.running(node) {
+		if !c.Running(node) {
 			return fmt.Errorf("etcd member %s exited after restart; see %s", node, c.logPath(node))
 		}
 		select {
@@ -304,22 +241,7 @@ func (c *cluster) Restart(ctx context.Context, node string) error {
 // stop stops every member (SIGCONT first, in case one is paused, then
 // SIGTERM, then SIGKILL after a while), closes the proxies and the logs.
 func (c *cluster) stop() {
-	c.mu.Lock()
-	procs, exits := c.procs, c.exits
-	c.procs, c.exits = map[string]*exec.Cmd{}, map[string]chan struct{}{}
-	c.mu.Unlock()
-	for _, p := range procs {
-		_ = p.Process.Signal(syscall.SIGCONT)
-		_ = p.Process.Signal(syscall.SIGTERM)
-	}
-	for node, p := range procs {
-		select {
-		case <-exits[node]:
-		case <-time.After(10 * time.Second):
-			_ = p.Process.Kill()
-			<-exits[node]
-		}
-	}
+	c.StopAll(10 * time.Second)
 	if c.mesh != nil {
 		_ = c.mesh.Close()
 	}

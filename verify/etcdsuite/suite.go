@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -387,10 +388,11 @@ func setChecker() checker.Checker {
 		if err != nil {
 			return checker.Errorf("%v", err)
 		}
-		fields := map[string]any{"summary": rep.Summary()}
-		for k, v := range rep.Fields {
-			fields[k] = v
+		fields := maps.Clone(rep.Fields)
+		if fields == nil {
+			fields = map[string]any{}
 		}
+		fields["summary"] = rep.Summary()
 		return checker.Result{Valid: rep.Valid, Fields: fields}
 	})
 }

@@ -47,35 +47,7 @@ func (p *parsed) showList(l []int64) string {
 // need no cycle and collects the ww, wr and rw edges.
 func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 	vs := &versions{order: map[int32][]int64{}, pos: map[kv]int32{}, writer: map[kv]int32{}, failed: map[kv]int32{}}
-	intermediate := map[kv]bool{}
-
-	// Who appended what.
-	for t := range p.txns {
-		tx := &p.txns[t]
-		last := map[int32]int64{}
-		for i := range tx.mops {
-			m := &tx.mops[i]
-			if m.kind != mAppend {
-				continue
-			}
-			x := kv{m.key, m.val}
-			if tx.typ == history.Fail {
-				vs.failed[x] = int32(t)
-				continue
-			}
-			if prev, dup := vs.writer[x]; dup {
-				an.addf(p, "duplicate-appends", []int32{prev, int32(t)},
-					"%s and %s both appended %s to key %s: appended values must be unique, or no read can tell whose append it saw",
-					p.name(prev), p.name(int32(t)), p.in.showVal(m.val), p.in.showKey(m.key))
-				continue
-			}
-			vs.writer[x] = int32(t)
-			if v, ok := last[m.key]; ok {
-				intermediate[kv{m.key, v}] = true
-			}
-			last[m.key] = m.val
-		}
-	}
+	intermediate := p.writers(an, vs, mAppend, "duplicate-appends", "appended", "appended", "append")
 
 	// Each key's version order: its longest read, which every other read
 	// must be a prefix of.
@@ -497,4 +469,40 @@ func (p *parsed) explainOrderEdge(a, b int32, r rel) string {
 		return fmt.Sprintf("%s completed before %s was invoked", p.name(a), p.name(b))
 	}
 	return fmt.Sprintf("%s precedes %s (%s)", p.name(a), p.name(b), r)
+}
+
+// writers records who wrote each value (kind: mAppend or mWrite) in
+// vs.writer, and in vs.failed the writes of failed transactions; a value
+// written twice is reported as the anomaly dup (verb, participle and noun
+// name the writing in its explanation). It returns the writes a transaction overwrote itself: its
+// intermediate versions, which no other transaction may read.
+func (p *parsed) writers(an *anomalies, vs *versions, kind mopKind, dup, verb, participle, noun string) map[kv]bool {
+	intermediate := map[kv]bool{}
+	for t := range p.txns {
+		tx := &p.txns[t]
+		last := map[int32]int64{}
+		for i := range tx.mops {
+			m := &tx.mops[i]
+			if m.kind != kind {
+				continue
+			}
+			x := kv{m.key, m.val}
+			if tx.typ == history.Fail {
+				vs.failed[x] = int32(t)
+				continue
+			}
+			if prev, seen := vs.writer[x]; seen {
+				an.addf(p, dup, []int32{prev, int32(t)},
+					"%s and %s both %s %s to key %s: %s values must be unique, or no read can tell whose %s it saw",
+					p.name(prev), p.name(int32(t)), verb, p.in.showVal(m.val), p.in.showKey(m.key), participle, noun)
+				continue
+			}
+			vs.writer[x] = int32(t)
+			if v, ok := last[m.key]; ok {
+				intermediate[kv{m.key, v}] = true
+			}
+			last[m.key] = m.val
+		}
+	}
+	return intermediate
 }

@@ -19,33 +19,7 @@ type observation struct {
 // cycle, each key's version graph, and the ww, wr and rw edges it implies.
 func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 	vs := &versions{writer: map[kv]int32{}, failed: map[kv]int32{}, succ: map[kv][]int64{}}
-	intermediate := map[kv]bool{}
-	for t := range p.txns {
-		tx := &p.txns[t]
-		last := map[int32]int64{}
-		for i := range tx.mops {
-			m := &tx.mops[i]
-			if m.kind != mWrite {
-				continue
-			}
-			x := kv{m.key, m.val}
-			if tx.typ == history.Fail {
-				vs.failed[x] = int32(t)
-				continue
-			}
-			if prev, dup := vs.writer[x]; dup {
-				an.addf(p, "duplicate-writes", []int32{prev, int32(t)},
-					"%s and %s both wrote %s to key %s: written values must be unique, or no read can tell whose write it saw",
-					p.name(prev), p.name(int32(t)), p.in.showVal(m.val), p.in.showKey(m.key))
-				continue
-			}
-			vs.writer[x] = int32(t)
-			if v, ok := last[m.key]; ok {
-				intermediate[kv{m.key, v}] = true
-			}
-			last[m.key] = m.val
-		}
-	}
+	intermediate := p.writers(an, vs, mWrite, "duplicate-writes", "wrote", "written", "write")
 
 	// Version graph sources, each kept apart so that one that makes a
 	// key's versions cyclic can be dropped alone.
