@@ -88,6 +88,14 @@ func (o *Options) defaults() error {
 	if o.Store == "" {
 		o.Store = "store"
 	}
+	// Every path the processes are given is made from Store, and they run
+	// in the run's folder: a relative store would name a different place
+	// for them than for the harness.
+	abs, err := filepath.Abs(o.Store)
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", o.Store, err)
+	}
+	o.Store = abs
 	switch {
 	case o.Nodes < 2 || o.Nodes > 9:
 		return fmt.Errorf("--nodes must be from 2 to 9, not %d", o.Nodes)
@@ -189,7 +197,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		Name: "capture", Dir: dir, Nodes: c.nodes, Concurrency: o.Concurrency,
 		Client: &client{c: c}, Nemesis: nemesis.Compose(used),
 		Generator: workload(o, c.nodes, c.addrs, choices),
-		Checker: checker.Compose(map[string]checker.Checker{
+		Checker: withTimeline(col, o.Concurrency, checker.Compose(map[string]checker.Checker{
 			"single-holder": singleHolder(col),
 			"fence":         fence(col),
 			"convergence":   convergence(col),
@@ -199,7 +207,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 			"stats":  checker.Stats(),
 			"errors": checker.UnhandledErrors(),
 			"perf":   checker.Perf(),
-		}),
+		})),
 		Seed: o.Seed, Command: o.Command, Progress: o.Progress, TTY: o.TTY, TimeLimit: o.TimeLimit,
 		Teardown: func(ctx context.Context, dir string) error { return collect(ctx, c, col, dir) },
 	}

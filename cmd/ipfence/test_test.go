@@ -29,7 +29,7 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "capture", "--nodes", "0", "--store", store}, "--nodes must be from 2 to 9, not 0"},
 		{[]string{"test", "capture", "--time-limit", "3s", "--store", store}, "--time-limit must be at least 10s"},
 		{[]string{"test", "capture", "--concurrency", "-2", "--store", store}, "--concurrency must be from 1 to 1000, not -2"},
-		{[]string{"test", "capture", "--seed", "x"}, `invalid value "x" for flag -seed`},
+		{[]string{"test", "capture", "--seed", "x"}, `ipfence test capture: --seed: "x" is not a whole number`},
 		{[]string{"test", "capture", "--provider", "gcp"}, `--provider: "gcp" is not cloud or onprem`},
 		{[]string{"test", "capture", "--provider", "onprem"}, "--provider onprem needs --net netns"},
 	}
@@ -193,9 +193,9 @@ func TestTestEtcdUsage(t *testing.T) {
 		t.Errorf("a refused command left %d entries in the store", len(entries))
 	}
 	// --help names the flags and says why clock faults are absent.
-	code, _, stderr := runCLI("test", "etcd", "--help")
-	if code != exitValid || !strings.Contains(stderr, "--serializable-reads") || !strings.Contains(stderr, "Clock faults do not apply") {
-		t.Errorf("help: exit %d\n%s", code, stderr)
+	code, stdout, _ := runCLI("test", "etcd", "--help")
+	if code != exitValid || !strings.Contains(stdout, "--serializable-reads") || !strings.Contains(stdout, "Clock faults do not apply") {
+		t.Errorf("help: exit %d\n%s", code, stdout)
 	}
 }
 
@@ -209,11 +209,16 @@ func TestTestEtcdRuns(t *testing.T) {
 		testenv.Missing(t, "etcd (Debian package etcd-server)")
 	}
 	bin := testenv.Binary(t)
-	store := t.TempDir()
-	out, err := exec.Command(bin, "test", "etcd", "--workload", "register", "--time-limit", "12s", "--nemesis", "kill", "--seed", "5", "--store", store).Output()
+	// A relative --store, as a user types it: the members run in the
+	// run's folder, so every path they get must be absolute.
+	work := t.TempDir()
+	run := exec.Command(bin, "test", "etcd", "--workload", "register", "--time-limit", "12s", "--nemesis", "kill", "--seed", "5", "--store", "store")
+	run.Dir = work
+	out, err := run.Output()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	store := filepath.Join(work, "store")
 	for _, want := range []string{"  linearizable    true ", "\nVALID  " + store + "/etcd/"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -222,5 +227,84 @@ func TestTestEtcdRuns(t *testing.T) {
 	cmd, err := os.ReadFile(filepath.Join(store, "etcd", "latest", "command"))
 	if err != nil || !strings.Contains(string(cmd), "ipfence test etcd --workload register --time-limit 12s") {
 		t.Errorf("command file: %v %q", err, cmd)
+	}
+	// The members' data is in the run's folder, not in a store nested
+	// inside it.
+	dir, err := filepath.EvalSymlinks(filepath.Join(store, "etcd", "latest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "data", "n1", "member")); err != nil || !fi.IsDir() {
+		t.Errorf("n1's data is not at %s/data/n1: %v", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "store")); !os.IsNotExist(err) {
+		t.Errorf("a store nested in the run's folder: %v", err)
+	}
+}
+
+// The README's main command exactly as typed, on a fresh clone, with
+// every default: the store is the relative "store" in the clone, and the
+// nodes run in their run's folder, so every path they are given must be
+// absolute. Every other test passes an absolute temporary store; this one
+// is the only one that runs the defaults (the capture suite's
+// TestCaptureDefaultIsValid runs the same 60 s schedule, seed 1, through
+// the library).
+func TestMainCommandOnAFreshClone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clones the repository and runs the 60 s capture test")
+	}
+	testenv.Program(t, "git")
+	root := testenv.RepoRoot(t)
+	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
+		testenv.Missing(t, "a git checkout at %s to clone", root)
+	}
+	clone := filepath.Join(t.TempDir(), "ipfence")
+	if out, err := exec.Command("git", "clone", "--quiet", root, clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	run := exec.Command("go", "run", "./cmd/ipfence", "test", "capture")
+	run.Dir = clone
+	var stderr strings.Builder
+	run.Stderr = &stderr
+	out, err := run.Output()
+	if err != nil {
+		t.Fatalf("go run ./cmd/ipfence test capture: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+	}
+	store := filepath.Join(clone, "store")
+	text := string(out)
+	i := strings.LastIndex(text, "\nVALID  ")
+	if i < 0 {
+		t.Fatalf("no VALID line:\n%s", text)
+	}
+	verdictDir := strings.TrimSpace(text[i+len("\nVALID  "):])
+	if filepath.Dir(verdictDir) != filepath.Join(store, "capture") {
+		t.Fatalf("the verdict names %s, not a run in %s", verdictDir, filepath.Join(store, "capture"))
+	}
+	for _, l := range []string{filepath.Join(store, "latest"), filepath.Join(store, "capture", "latest")} {
+		got, err := filepath.EvalSymlinks(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != verdictDir {
+			t.Errorf("%s → %s, want the run the verdict names, %s", l, got, verdictDir)
+		}
+	}
+	var res struct {
+		Valid bool   `json:"valid"`
+		Seed  uint64 `json:"seed"`
+	}
+	b, err := os.ReadFile(filepath.Join(verdictDir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil || !res.Valid || res.Seed != 1 {
+		t.Fatalf("results.json: %v %s", err, b)
+	}
+	// The nodes read their configuration and kept their data where the
+	// harness wrote it.
+	for _, f := range []string{"n1.yaml", "data/n1", "logs/n1.log", "mutations.json", "timeline.html"} {
+		if _, err := os.Stat(filepath.Join(verdictDir, f)); err != nil {
+			t.Error(err)
+		}
 	}
 }

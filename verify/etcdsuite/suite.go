@@ -117,6 +117,14 @@ func (o *Options) defaults() error {
 	if o.Store == "" {
 		o.Store = "store"
 	}
+	// Every path the processes are given is made from Store, and they run
+	// in the run's folder: a relative store would name a different place
+	// for them than for the harness.
+	abs, err := filepath.Abs(o.Store)
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", o.Store, err)
+	}
+	o.Store = abs
 	switch {
 	case !slices.Contains(Workloads, o.Workload):
 		return fmt.Errorf("--workload: %q is not one of %s", o.Workload, strings.Join(Workloads, ", "))

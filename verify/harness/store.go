@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,9 +26,12 @@ const (
 // that shells or other file systems mind.
 const timestampLayout = "20060102T150405.000Z"
 
-// NewRunDir makes store/<test>/<timestamp>/ and points store/<test>/latest
-// and store/latest at it. The timestamp is UTC, in milliseconds; a run that
-// starts within the same millisecond as another gets a suffix.
+// NewRunDir makes store/<test>/<timestamp>/. The timestamp is UTC, in
+// milliseconds; a run that starts within the same millisecond as another
+// gets a suffix. store/<test>/latest and store/latest are pointed at the
+// folder only once the run is complete, when its results.json is written
+// (see publish): a run that never started or died halfway never becomes
+// "latest".
 func NewRunDir(store, test string, now time.Time) (string, error) {
 	if test == "" || strings.ContainsAny(test, `/\`) || test == "." || test == ".." || test == "latest" {
 		return "", fmt.Errorf("test name %q cannot name a folder", test)
@@ -35,6 +39,13 @@ func NewRunDir(store, test string, now time.Time) (string, error) {
 	base := filepath.Join(store, test)
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
+	}
+	// A link the run could not replace at the end is refused now, before
+	// the run spends its minute.
+	for _, l := range []string{filepath.Join(base, "latest"), filepath.Join(store, "latest")} {
+		if err := checkLink(l); err != nil {
+			return "", err
+		}
 	}
 	stamp := now.UTC().Format(timestampLayout)
 	dir := filepath.Join(base, stamp)
@@ -51,22 +62,56 @@ func NewRunDir(store, test string, now time.Time) (string, error) {
 	if err := os.Mkdir(filepath.Join(dir, LogDir), 0o755); err != nil {
 		return "", err
 	}
-	rel := filepath.Base(dir)
-	if err := relink(filepath.Join(base, "latest"), rel); err != nil {
-		return "", err
-	}
-	if err := relink(filepath.Join(store, "latest"), filepath.Join(test, rel)); err != nil {
-		return "", err
-	}
+	pendingMu.Lock()
+	pending[dir] = runDir{store: store, test: test}
+	pendingMu.Unlock()
 	return dir, nil
+}
+
+// runDir is where NewRunDir made a run's folder.
+type runDir struct{ store, test string }
+
+// pending are the folders NewRunDir made whose runs have not yet written
+// their results: the ones publish may point the latest links at.
+var (
+	pendingMu sync.Mutex
+	pending   = map[string]runDir{}
+)
+
+// publish points store/<test>/latest and store/latest at dir, a folder
+// NewRunDir made, once its results are on disk. Folders given to the
+// harness from elsewhere (Test.Dir of a folder NewRunDir did not make)
+// are left alone.
+func publish(dir string) error {
+	pendingMu.Lock()
+	rd, ok := pending[dir]
+	delete(pending, dir)
+	pendingMu.Unlock()
+	if !ok {
+		return nil
+	}
+	rel := filepath.Base(dir)
+	if err := relink(filepath.Join(rd.store, rd.test, "latest"), rel); err != nil {
+		return err
+	}
+	return relink(filepath.Join(rd.store, "latest"), filepath.Join(rd.test, rel))
+}
+
+// checkLink refuses a path that exists and is not a symbolic link: the
+// latest links replace only links.
+func checkLink(path string) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+		return fmt.Errorf("%s exists and is not a symbolic link; move it away", path)
+	}
+	return nil
 }
 
 // relink points the symbolic link at path to target, replacing whatever
 // link was there atomically (a rename over it), so a reader never finds
 // the link missing.
 func relink(path, target string) error {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink == 0 {
-		return fmt.Errorf("%s exists and is not a symbolic link; move it away", path)
+	if err := checkLink(path); err != nil {
+		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
 	os.Remove(tmp)
@@ -77,13 +122,20 @@ func relink(path, target string) error {
 }
 
 // writeJSON writes v, indented, to dir/name through a temporary file, so
-// that the file is either the old one or the whole new one.
+// that the file is either the old one or the whole new one. Writing
+// results.json completes a run: the latest links then point at it.
 func writeJSON(dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFile(dir, name, append(b, '\n'))
+	if err := writeFile(dir, name, append(b, '\n')); err != nil {
+		return err
+	}
+	if name == ResultsFile {
+		return publish(dir)
+	}
+	return nil
 }
 
 func writeFile(dir, name string, data []byte) error {
