@@ -19,7 +19,11 @@ import (
 type Value = any
 
 // Normalize converts Go values a client may build (int, []int, map[string]int,
-// ...) into the Value forms, so that a written history reads back equal.
+// []byte, ...) into the Value forms, so that a written history reads back
+// equal and values compare by meaning: every integer type becomes int64, a
+// float64 that holds an integer (what encoding/json gives for 3) becomes
+// int64 too, and a []byte of UTF-8 text becomes a string (encoding/json
+// would make it base64, which no read of the same text equals).
 func Normalize(v any) (Value, error) {
 	switch x := v.(type) {
 	case nil, bool, int64, string:
@@ -28,7 +32,14 @@ func Normalize(v any) (Value, error) {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return nil, fmt.Errorf("value %v is not a finite number", x)
 		}
+		if n, ok := integral(x); ok {
+			return n, nil
+		}
 		return x, nil
+	case []byte:
+		if utf8.Valid(x) {
+			return string(x), nil
+		}
 	case float32:
 		return Normalize(float64(x))
 	case json.Number:
@@ -86,9 +97,59 @@ func Normalize(v any) (Value, error) {
 	return decodeJSONValue(b)
 }
 
-// Equal reports whether two Values are the same. An integer and a float are
-// never equal: histories keep the type they were written with.
+// integral returns x as an int64 when it holds an integer that int64 holds.
+func integral(x float64) (int64, bool) {
+	if x != math.Trunc(x) || x < -(1<<63) || x >= 1<<63 {
+		return 0, false
+	}
+	return int64(x), true
+}
+
+// canonical reports whether v is already in the Value forms, all the way
+// down, with no float64 that holds an integer: what Normalize would return
+// unchanged.
+func canonical(v Value) bool {
+	switch x := v.(type) {
+	case nil, bool, int64, string:
+		return true
+	case float64:
+		_, isInt := integral(x)
+		return !isInt
+	case []Value:
+		for _, e := range x {
+			if !canonical(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]Value:
+		for _, e := range x {
+			if !canonical(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// normal returns v normalized, or v itself when it cannot be.
+func normal(v Value) Value {
+	if canonical(v) {
+		return v
+	}
+	if n, err := Normalize(v); err == nil {
+		return n
+	}
+	return v
+}
+
+// Equal reports whether two values are the same by meaning: values a user
+// builds in Go (an int 0, a []int) are normalized first, so an int 0 equals
+// the int64 0 a read returns, and a float64 that holds an integer equals
+// that integer. Other floats equal only floats.
 func Equal(a, b Value) bool {
+	a, b = normal(a), normal(b)
 	switch x := a.(type) {
 	case nil:
 		return b == nil
@@ -213,8 +274,10 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// Key returns a canonical string for v: equal values have equal keys.
+// Key returns a canonical string for v: equal values (by Equal) have equal
+// keys.
 func Key(v Value) string {
+	v = normal(v)
 	switch x := v.(type) {
 	case string:
 		// The common case; distinct from every other encoding, which never

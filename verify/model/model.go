@@ -148,6 +148,14 @@ func (v *values) id(x history.Value) uint32 {
 		}
 		v.strs[k] = next
 	default:
+		// A value a user built in Go (an int Initial, a float64 from
+		// encoding/json) is the same value as the int64 a read returns.
+		if n, err := history.Normalize(x); err == nil {
+			switch n.(type) {
+			case nil, int64, string:
+				return v.id(n)
+			}
+		}
 		key := history.Key(x)
 		if id, ok := v.other[key]; ok {
 			return id
