@@ -44,7 +44,7 @@ const (
 )
 
 // outcomeNames are the outcomes as the reports print them.
-var outcomeNames = [...]string{"ok", "fail", "info", "pending", "nemesis"}
+var outcomeNames = [...]string{"ok", "fail", "info", "pending", "nemesis", "event", "bad event"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -122,7 +122,7 @@ func prepare(events []history.Event, faults []Fault) (*run, error) {
 		}
 		s.value = describe(o.Input, o.Output, s.outcome == okOut)
 		if o.Error != nil {
-			s.err = clip(history.Show(o.Error))
+			s.err = clip(show(o.Error))
 		}
 		r.spans = append(r.spans, s)
 	}
@@ -133,11 +133,11 @@ func prepare(events []history.Event, faults []Fault) (*run, error) {
 // describe renders an operation's value: the invoke's value, and what an
 // ok completion returned when that says more (a read's result).
 func describe(in, out history.Value, ok bool) string {
-	a := history.Show(in)
+	a := show(in)
 	if !ok || out == nil {
 		return clip(a)
 	}
-	b := history.Show(out)
+	b := show(out)
 	switch {
 	case a == b:
 		return clip(a)
@@ -145,6 +145,18 @@ func describe(in, out history.Value, ok bool) string {
 		return clip("→ " + b)
 	}
 	return clip(a + " → " + b)
+}
+
+// show renders a value in JSON, the one notation every report uses: the
+// notation of the history file the run wrote, so that what a page shows
+// can be searched for in history.jsonl. A value JSON cannot hold (a NaN)
+// falls back to Go's formatting.
+func show(v history.Value) string {
+	b, err := history.AppendJSON(nil, v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // clip shortens s to maxValue characters.
@@ -177,25 +189,25 @@ func pairNemesis(events []history.Event, end int64) []span {
 		if e.Type == history.Invoke {
 			open = append(open, len(out))
 			out = append(out, span{proc: history.Nemesis, f: e.F, start: e.Time, end: end, call: pos,
-				outcome: nemesisOut, value: clip(history.Show(e.Value))})
+				outcome: nemesisOut, value: clip(show(e.Value))})
 			continue
 		}
 		k := slices.IndexFunc(open, func(i int) bool { return out[i].f == e.F })
 		if k < 0 {
 			out = append(out, span{proc: history.Nemesis, f: e.F, start: e.Time, end: e.Time, call: pos,
-				outcome: nemesisOut, value: clip(history.Show(e.Value))})
+				outcome: nemesisOut, value: clip(show(e.Value))})
 			continue
 		}
 		s := &out[open[k]]
 		open = slices.Delete(open, k, k+1)
 		s.end = e.Time
 		if e.Value != nil {
-			if v := history.Show(e.Value); v != s.value {
+			if v := show(e.Value); v != s.value {
 				s.value = clip(s.value + " → " + v)
 			}
 		}
 		if e.Error != nil {
-			s.err = clip(history.Show(e.Error))
+			s.err = clip(show(e.Error))
 		}
 	}
 	return out

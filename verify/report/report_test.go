@@ -60,9 +60,10 @@ func TestDescribe(t *testing.T) {
 	}{
 		{nil, int64(3), true, "→ 3"},
 		{int64(3), int64(3), true, "3"},
-		{[]history.Value{int64(1), int64(2)}, true, true, "[1 2] → true"},
+		{[]history.Value{int64(1), int64(2)}, true, true, "[1,2] → true"},
+		{map[string]history.Value{"address": "10.0.1.10", "holder": nil}, nil, true, `{"address":"10.0.1.10","holder":null}`},
 		{int64(3), int64(4), false, "3"},
-		{nil, nil, true, "nil"},
+		{nil, nil, true, "null"},
 		{long, nil, true, `"` + strings.Repeat("x", maxValue-1) + "…"},
 	} {
 		if got := describe(c.in, c.out, c.ok); got != c.want {

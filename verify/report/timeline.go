@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
 )
@@ -34,10 +35,11 @@ type timelineData struct {
 	// End is the right edge of the chart in µs since the test started: the
 	// last event or fault boundary. Pending operations run to it.
 	End int64 `json:"end"`
-	// Lanes are the lanes' labels, top to bottom: the nemesis's rows, then
-	// each client process. Group is each lane's worker: the processes that
-	// followed one another after crashes share a number, and the page
-	// shades alternate workers; the nemesis's rows are -1.
+	// Lanes are the lanes' labels, top to bottom: the nemesis's rows, the
+	// extra lanes, then each client process. Group is each lane's worker:
+	// the processes that followed one another after crashes share a
+	// number, and the page shades alternate workers; the nemesis's rows
+	// are -1 and the extra lanes -2, -3, ….
 	Lanes []string `json:"lanes"`
 	Group []int    `json:"group"`
 	// Fs and Vals are the distinct functions and texts (values and
@@ -51,14 +53,20 @@ type timelineData struct {
 	Dur   []int64 `json:"d"` // µs from invoke to completion; -1: never completed
 	// Out is the outcomes as a string of digits, one per operation (a
 	// byte each rather than two): 0 ok, 1 fail, 2 info, 3 pending,
-	// 4 nemesis.
+	// 4 nemesis, 5 a lane event, 6 a bad lane event.
 	Out string `json:"o"`
 	F   []int  `json:"f"` // index into Fs
 	Val []int  `json:"v"` // index into Vals
 	// Err maps the position of each operation that has an error to the
 	// error's index in Vals.
-	Err    map[int]int `json:"err,omitempty"`
+	Err map[int]int `json:"err,omitempty"`
+	// Mark maps the position of each marked operation to its note's
+	// index in Vals.
+	Mark   map[int]int `json:"mk,omitempty"`
 	Faults []pageFault `json:"faults"`
+	// Verdict and Checkers head the page (see TimelineOptions).
+	Verdict  string        `json:"verdict,omitempty"`
+	Checkers []pageChecker `json:"checkers,omitempty"`
 }
 
 // pageFault is one shaded period, in µs.
@@ -83,33 +91,145 @@ func micros(ns int64) int64 {
 // process with a bar per operation from its invoke to its completion,
 // coloured by outcome, the nemesis's operations in lanes of their own, the
 // faults shaded across every lane, and a time axis. Hovering over or
-// clicking on a bar shows its f, value, error and times.
+// clicking on a bar shows its f, value, error and times. It is
+// TimelineWith without a story.
 func Timeline(w io.Writer, title string, events []history.Event, faults []Fault) error {
-	r, err := prepare(events, faults)
+	return TimelineWith(w, events, TimelineOptions{Title: title, Faults: faults})
+}
+
+// TimelineOptions tell the story of a run around its history: what the
+// processes are called, lanes of events that a test recorded beside the
+// history (a provider's mutations, a database's log), marks on the
+// operations a checker singled out, and the verdict with each checker's
+// findings in the header, each a link to its moment.
+type TimelineOptions struct {
+	// Title heads the page.
+	Title string
+	// Faults are shaded across every lane.
+	Faults []Fault
+	// Names names a process in the lanes and tooltips; nil, or "" for a
+	// process, keeps the default: "nemesis" and "p" followed by the
+	// number.
+	Names func(history.Process) string
+	// Lanes are drawn between the nemesis's and the clients', in order.
+	Lanes []Lane
+	// Marks single out client operations, by the position of their invoke
+	// in the events: they are outlined in red and their tooltips say why.
+	Marks map[int]string
+	// Verdict is the run's verdict as the header shows it, such as
+	// "valid", "invalid" or "unknown"; "" shows none.
+	Verdict string
+	// Checkers are each checker's verdict and findings, in the order the
+	// header lists them.
+	Checkers []CheckerSummary
+}
+
+// Lane is a row of events that are not operations of the history.
+type Lane struct {
+	// Name labels the lane.
+	Name string
+	// Events are the lane's events, in any order.
+	Events []LaneEvent
+}
+
+// LaneEvent is one event of a lane: an instant, or a period when End is
+// after At.
+type LaneEvent struct {
+	// At and End are measured from the start of the test, like event
+	// times.
+	At, End time.Duration
+	// Text is what the event was, drawn on it and heading its tooltip;
+	// Detail says more in the tooltip.
+	Text, Detail string
+	// Bad draws the event in red: evidence of a fault in the system.
+	Bad bool
+}
+
+// CheckerSummary is one checker's line in the header.
+type CheckerSummary struct {
+	// Name names the checker; Verdict is its answer as shown ("true",
+	// "false", "unknown"); Summary is a few words of figures.
+	Name, Verdict, Summary string
+	// Findings are what the checker found, first the most telling.
+	Findings []Finding
+}
+
+// Finding is one thing a checker found. A finding with a moment is a link:
+// clicking it brings the moment into view, shaded, and pins the lane event
+// that starts exactly at At, if there is one.
+type Finding struct {
+	Text string
+	// Timed says At and End hold the finding's moment: an instant at At,
+	// or the period to End when End is after At.
+	Timed   bool
+	At, End time.Duration
+}
+
+// maxFindings bounds the findings the header lists per checker: it is one
+// element per finding, and a checker that found thousands of things says
+// as much with its first.
+const maxFindings = 50
+
+// TimelineWith writes the timeline page of the history with the story o
+// tells (see Timeline).
+func TimelineWith(w io.Writer, events []history.Event, o TimelineOptions) error {
+	r, err := prepare(events, o.Faults)
 	if err != nil {
-		return fmt.Errorf("timeline %q: %w", title, err)
+		return fmt.Errorf("timeline %q: %w", o.Title, err)
 	}
-	d := r.timeline(title, events)
+	for _, l := range o.Lanes {
+		for _, e := range l.Events {
+			if e.At < 0 {
+				return fmt.Errorf("timeline %q: lane %q: event %q at %v: events must be at or after 0", o.Title, l.Name, e.Text, e.At)
+			}
+			r.end = max(r.end, int64(e.At), int64(e.End))
+		}
+	}
+	d := r.timeline(events, o)
 	data, err := json.Marshal(d)
 	if err != nil {
-		return fmt.Errorf("timeline %q: %w", title, err)
+		return fmt.Errorf("timeline %q: %w", o.Title, err)
 	}
 	for _, b := range [][]byte{
-		[]byte(timelineHead), []byte(html.EscapeString(title)), []byte(timelineStyle),
+		[]byte(timelineHead), []byte(html.EscapeString(o.Title)), []byte(timelineStyle),
 		data, []byte(timelineScript),
 	} {
 		if _, err := w.Write(b); err != nil {
-			return fmt.Errorf("timeline %q: %w", title, err)
+			return fmt.Errorf("timeline %q: %w", o.Title, err)
 		}
 	}
 	return nil
 }
 
+// Page outcomes beyond the history's: a lane event, and a bad one.
+const (
+	laneOut outcome = nemesisOut + 1 + iota
+	badOut
+)
+
+// pageChecker is a CheckerSummary on the page.
+type pageChecker struct {
+	Name     string        `json:"n"`
+	Verdict  string        `json:"v"`
+	Summary  string        `json:"s,omitempty"`
+	Findings []pageFinding `json:"f"`
+	// More counts the findings left off.
+	More int `json:"more,omitempty"`
+}
+
+// pageFinding is a Finding on the page, its moment in µs; At is -1 when
+// it has none.
+type pageFinding struct {
+	Text string `json:"t"`
+	At   int64  `json:"s"`
+	End  int64  `json:"e"`
+}
+
 // timeline gathers what the page shows.
-func (r *run) timeline(title string, events []history.Event) *timelineData {
+func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData {
 	n := len(r.spans)
 	d := &timelineData{
-		Title: title, End: micros(r.end),
+		Title: o.Title, Verdict: o.Verdict, End: micros(r.end),
 		Lanes: []string{}, Group: []int{}, Fs: []string{}, Vals: []string{},
 		Lane: make([]int, 0, n), Start: make([]int64, 0, n), Dur: make([]int64, 0, n),
 		F: make([]int, 0, n), Val: make([]int, 0, n),
@@ -118,8 +238,50 @@ func (r *run) timeline(title string, events []history.Event) *timelineData {
 	for _, f := range r.faults {
 		d.Faults = append(d.Faults, pageFault{Name: f.name, Start: micros(f.start), End: micros(f.end), Open: f.open})
 	}
+	for _, c := range o.Checkers {
+		pc := pageChecker{Name: c.Name, Verdict: c.Verdict, Summary: c.Summary, Findings: []pageFinding{}}
+		for i, f := range c.Findings {
+			if i == maxFindings {
+				pc.More = len(c.Findings) - i
+				break
+			}
+			pf := pageFinding{Text: clip(f.Text), At: -1, End: -1}
+			if f.Timed {
+				pf.At, pf.End = micros(int64(f.At)), micros(int64(max(f.End, f.At)))
+			}
+			pc.Findings = append(pc.Findings, pf)
+		}
+		d.Checkers = append(d.Checkers, pc)
+	}
+	name := func(p history.Process) string {
+		if o.Names != nil {
+			if s := o.Names(p); s != "" {
+				return s
+			}
+		}
+		if p == history.Nemesis {
+			return "nemesis"
+		}
+		return "p" + p.String()
+	}
 
 	spans := slices.Clone(r.spans)
+	// Lane events become spans of lanes of their own, ordered after every
+	// operation that starts at the same time.
+	laneOf := make(map[int]int) // call → extra lane
+	call := len(events)
+	for k, l := range o.Lanes {
+		for _, e := range l.Events {
+			s := span{start: int64(e.At), end: max(int64(e.End), int64(e.At)), call: call,
+				outcome: laneOut, f: clip(e.Text), value: clip(e.Detail)}
+			if e.Bad {
+				s.outcome = badOut
+			}
+			laneOf[call] = k
+			call++
+			spans = append(spans, s)
+		}
+	}
 	slices.SortStableFunc(spans, func(a, b span) int {
 		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.call, b.call))
 	})
@@ -141,18 +303,24 @@ func (r *run) timeline(title string, events []history.Event) *timelineData {
 		nemRow[s.call] = row
 	}
 	for i := range rowEnds {
-		name := "nemesis"
+		n := name(history.Nemesis)
 		if i > 0 {
-			name = fmt.Sprintf("nemesis %d", i+1)
+			n = fmt.Sprintf("%s %d", n, i+1)
 		}
-		d.Lanes = append(d.Lanes, name)
+		d.Lanes = append(d.Lanes, n)
 		d.Group = append(d.Group, -1)
+	}
+	// Extra lanes are groups -2, -3, …: each its own, never merged.
+	firstExtra := len(d.Lanes)
+	for k, l := range o.Lanes {
+		d.Lanes = append(d.Lanes, l.Name)
+		d.Group = append(d.Group, -2-k)
 	}
 	procLane := make(map[history.Process]int)
 	for w, procs := range workers(events) {
 		for _, p := range procs {
 			procLane[p] = len(d.Lanes)
-			d.Lanes = append(d.Lanes, "p"+p.String())
+			d.Lanes = append(d.Lanes, name(p))
 			d.Group = append(d.Group, w)
 		}
 	}
@@ -169,11 +337,14 @@ func (r *run) timeline(title string, events []history.Event) *timelineData {
 		return i
 	}
 	var prev int64
-	out := make([]byte, 0, n)
+	out := make([]byte, 0, len(spans))
 	for i, s := range spans {
 		lane := procLane[s.proc]
-		if s.outcome == nemesisOut {
+		switch s.outcome {
+		case nemesisOut:
 			lane = nemRow[s.call]
+		case laneOut, badOut:
+			lane = firstExtra + laneOf[s.call]
 		}
 		start := micros(s.start)
 		dur := micros(s.end) - start
@@ -192,6 +363,12 @@ func (r *run) timeline(title string, events []history.Event) *timelineData {
 				d.Err = make(map[int]int)
 			}
 			d.Err[i] = intern(vIndex, &d.Vals, s.err)
+		}
+		if note, ok := o.Marks[s.call]; ok && s.outcome <= pendingOut {
+			if d.Mark == nil {
+				d.Mark = make(map[int]int)
+			}
+			d.Mark[i] = intern(vIndex, &d.Vals, clip(note))
 		}
 	}
 	d.Out = string(out)

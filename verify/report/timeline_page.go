@@ -17,6 +17,7 @@ body { margin: 0; display: flex; flex-direction: column; height: 100vh; }
 header { padding: 8px 14px 6px; border-bottom: 1px solid #cfd6df; background: #f7f9fb; }
 h1 { font-size: 15px; margin: 0 0 4px; word-break: break-all; }
 .facts span { margin-right: 14px; }
+.facts .bad { color: #a00d25; font-weight: 600; }
 .tools { margin-top: 5px; display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: center; }
 .tools button { font: inherit; padding: 0 8px; min-width: 28px; }
 .hint { color: #5b6675; }
@@ -31,6 +32,20 @@ h1 { font-size: 15px; margin: 0 0 4px; word-break: break-all; }
 #tip .h { font-weight: 600; font-size: 13px; }
 #tip .o { display: inline-block; padding: 0 5px; border-radius: 3px; color: #1d232b; font-weight: 600; }
 #tip .w { color: #ffc9a8; }
+.verdict { display: inline-block; margin: 0 10px 4px 0; padding: 1px 10px; border-radius: 3px; font-weight: 700; font-size: 14px; letter-spacing: .04em; color: #fff; background: #6b7280; }
+.verdict.good { background: #2f7d3b; }
+.verdict.bad { background: #c8102e; }
+.checks { display: inline; }
+.ck { display: inline-block; margin: 0 6px 3px 0; padding: 0 6px; border-radius: 3px; border: 1px solid #cfd6df; background: #fff; }
+.ck.bad { border-color: #c8102e; color: #a00d25; font-weight: 600; }
+.ck.good { color: #2f7d3b; }
+.ck .sum { font-weight: 400; color: #4a5563; }
+.finds { margin: 2px 0 0; padding: 0 0 0 22px; max-height: 22vh; overflow: auto; }
+.finds li { margin: 1px 0; }
+.finds li.go { cursor: pointer; color: #a00d25; text-decoration: underline dotted; }
+.finds li.go:hover, .finds li.go:focus { background: #fde8eb; outline: none; }
+.finds li.on { background: #fbd0d7; }
+.finds b { margin-right: 6px; }
 </style>
 </head>
 <body>
@@ -53,8 +68,16 @@ const timelineScript = `</script>
   "use strict";
   var D = JSON.parse(document.getElementById("data").textContent);
   var N = D.l.length, NL = D.lanes.length, END = Math.max(D.end, 1);
-  var CLS = ["ok", "fail", "info", "pending", "nemesis"];
-  var COL = ["#5aa860", "#d9473f", "#f0a33a", "#f0a33a", "#8e6cc4"];
+  var CLS = ["ok", "fail", "info", "pending", "nemesis", "event", "bad event"];
+  var COL = ["#5aa860", "#d9473f", "#f0a33a", "#f0a33a", "#8e6cc4", "#4f7fb8", "#c8102e"];
+  // Marked ops (a checker singled them out), in invoke order.
+  var MK = D.mk || {}, marked = Object.keys(MK).map(Number).sort(function (a, b) { return a - b; });
+  // Every timed finding, for the axis and the links.
+  var finds = [];
+  (D.checkers || []).forEach(function (c) {
+    c.f.forEach(function (f) { if (f.s >= 0) finds.push({ c: c.n, t: f.t, s: f.s, e: Math.max(f.e, f.s) }); });
+  });
+  var band = null;
   var HUES = [[226, 74, 51], [52, 108, 214], [150, 84, 196], [16, 148, 136], [196, 140, 12], [110, 110, 110]];
   var AXIS = 24, FROW = 16, LABEL = 72, PAD = 16, TIP = 3;
 
@@ -172,18 +195,85 @@ const timelineScript = `</script>
     return ctx.createPattern(c, "repeat");
   })();
 
+  // story writes the verdict, each checker's verdict and the findings of
+  // those that did not pass, each timed one a link to its moment.
+  function story(h) {
+    function tone(v) {
+      v = String(v).toLowerCase();
+      return v === "valid" || v === "true" ? "good" : v === "invalid" || v === "false" ? "bad" : "";
+    }
+    var cs = D.checkers || [];
+    if (!D.verdict && !cs.length) return;
+    var line = add(h, "div");
+    if (D.verdict) add(line, "span", "verdict " + tone(D.verdict), D.verdict.toUpperCase());
+    var row = add(line, "span", "checks");
+    cs.forEach(function (c) {
+      var e = add(row, "span", "ck " + tone(c.v));
+      add(e, "span", null, c.n + " " + c.v);
+      if (c.s) add(e, "span", "sum", " · " + c.s);
+    });
+    var list = null, n = 0;
+    cs.forEach(function (c) {
+      if (tone(c.v) === "good") return;
+      c.f.forEach(function (f) {
+        if (!list) list = add(h, "ol", "finds");
+        var li = add(list, "li", f.s >= 0 ? "go" : null);
+        add(li, "b", null, c.n);
+        add(li, "span", null, f.t);
+        n++;
+        if (f.s < 0) return;
+        li.tabIndex = 0;
+        li.setAttribute("role", "button");
+        li.title = "show this moment at " + secs(f.s, 3);
+        function go() {
+          [].forEach.call(list.querySelectorAll("li.on"), function (x) { x.classList.remove("on"); });
+          li.classList.add("on");
+          focus(f.s, Math.max(f.e, f.s));
+        }
+        li.addEventListener("click", go);
+        li.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); go(); } });
+      });
+      if (c.more) add(add(list || (list = add(h, "ol", "finds")), "li"), "span", "hint", "… and " + c.more + " more from " + c.n);
+    });
+    document.body.dataset.verdict = D.verdict || "";
+    document.body.dataset.findings = String(n);
+  }
+
+  // focus brings the moment from s to e (µs) into view with some room on
+  // either side, shades it, and pins the lane event that starts there.
+  function focus(s, e) {
+    var pad = Math.max((e - s) * 0.5, 1e6);
+    zoomAt(clampScale((W - LABEL - PAD) / (e - s + 2 * pad)), W / 2);
+    view.scrollLeft = Math.max(0, (s - pad) * scale);
+    band = { s: s, e: e };
+    var at = -1;
+    for (i = 0; i < N && at < 0; i++) if (out(i) >= 5 && start[i] === s) at = i;
+    if (at >= 0) {
+      var y = rowOf[D.l[at]] * rowH;
+      if (y < view.scrollTop || y > view.scrollTop + H - TOP - rowH) view.scrollTop = Math.max(0, y - (H - TOP) / 2);
+    }
+    pinned = at;
+    if (at < 0) hide();
+    paint();
+    followPin();
+    document.body.dataset.focus = String(s);
+  }
+
   function header() {
     var h = document.getElementById("head");
     add(h, "h1", null, D.title);
-    var count = [0, 0, 0, 0, 0];
+    story(h);
+    var count = [0, 0, 0, 0, 0, 0, 0];
     for (i = 0; i < N; i++) count[out(i)]++;
     var procs = 0, groups = {};
     D.group.forEach(function (g) { if (g >= 0) { procs++; groups[g] = 1; } });
     var f = add(h, "div", "facts");
-    add(f, "span", null, plural(N - count[4], "client op") + " over " + secs(D.end, 3));
+    add(f, "span", null, plural(N - count[4] - count[5] - count[6], "client op") + " over " + secs(D.end, 3));
     add(f, "span", null, plural(procs, "process", "processes") + " (" + plural(Object.keys(groups).length, "worker") + ")");
     add(f, "span", null, count[0] + " ok · " + count[1] + " fail · " + count[2] + " info · " + count[3] + " pending");
     add(f, "span", null, plural(count[4], "nemesis op") + " · " + plural(faults.length, "fault period"));
+    if (count[5] + count[6]) add(f, "span", count[6] ? "bad" : null, plural(count[5] + count[6], "lane event") + (count[6] ? " · " + count[6] + " bad" : ""));
+    if (marked.length) add(f, "span", "bad", plural(marked.length, "marked op"));
     var tools = add(h, "div", "tools");
     var z = add(tools, "span");
     add(z, "span", null, "time ");
@@ -207,6 +297,7 @@ const timelineScript = `</script>
     add(tools, "span", "hint", "ctrl + wheel zooms at the pointer; shift + wheel scrolls in time; click an op to pin its details");
     var keys = add(tools, "span", "tools");
     CLS.forEach(function (c, n) {
+      if (n >= 5 && !count[n]) return;
       var s = add(keys, "span", "key");
       var sw = add(s, "i");
       sw.style.background = n === 3 ? "repeating-linear-gradient(135deg, #fbe3bd 0 3px, " + COL[3] + " 3px 5px)" : COL[n];
@@ -266,7 +357,7 @@ const timelineScript = `</script>
     // than 3 px.
     return {
       x: LABEL + start[i] * scale - sl, y: TOP + rowOf[D.l[i]] * rowH - st + inset(),
-      w: Math.max(w, out(i) === 4 ? 3 : 1), h: barH()
+      w: Math.max(w, out(i) === 6 ? 5 : out(i) >= 4 ? 3 : 1), h: barH()
     };
   }
   function boxOf(i) { return barBox(i, view.scrollLeft, view.scrollTop); }
@@ -283,7 +374,7 @@ const timelineScript = `</script>
     for (l = l0; l <= l1; l++) {
       var g = rows[l].group;
       if (g < 0 || g % 2 === 1) {
-        ctx.fillStyle = g < 0 ? "#f2eff8" : "#f3f5f8";
+        ctx.fillStyle = g === -1 ? "#f2eff8" : g < 0 ? "#edf3fa" : "#f3f5f8";
         ctx.fillRect(LABEL, TOP + l * rowH - st, W - LABEL, rowH);
       }
     }
@@ -323,7 +414,7 @@ const timelineScript = `</script>
         if (stop[i] < t0) continue;
         drawn++;
         var span = (stop[i] - start[i]) * scale, o = out(i);
-        if (span < 1.5 && o !== 4) {
+        if (span < 1.5 && o < 4) {
           var cx = Math.floor(LABEL + start[i] * scale - sl + span / 2);
           if (cx !== colX) {
             flush();
@@ -357,12 +448,29 @@ const timelineScript = `</script>
       ctx.beginPath();
       ctx.rect(Math.max(b.x, LABEL), b.y, b.w - 2, b.h);
       ctx.clip();
-      ctx.fillStyle = out(i) === 1 || out(i) === 4 ? "#fff" : "#1d232b";
+      ctx.fillStyle = out(i) === 1 || out(i) >= 4 ? "#fff" : "#1d232b";
       // A read's invoke value says nothing: leave it to the tooltip.
       var v = D.vals[D.v[i]];
-      ctx.fillText(D.fs[D.f[i]] + (v === "nil" ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
+      ctx.fillText(D.fs[D.f[i]] + (v === "null" || v === "" ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
       ctx.restore();
     });
+
+    // Marked ops: a red outline and a notch above, drawn over the bars.
+    if (marked.length) {
+      ctx.strokeStyle = COL[6];
+      ctx.fillStyle = COL[6];
+      ctx.lineWidth = 1.5;
+      marked.forEach(function (i) {
+        if (stop[i] < t0 || start[i] > t1) return;
+        var r = rowOf[D.l[i]];
+        if (r < l0 || r > l1) return;
+        var b = barBox(i, sl, st), x = Math.max(b.x, LABEL);
+        ctx.strokeRect(x - 1, b.y - 1, Math.max(Math.min(b.w, W - x), 1) + 2, b.h + 2);
+        ctx.beginPath();
+        ctx.moveTo(x - 3, b.y - 1); ctx.lineTo(x + 3, b.y - 1); ctx.lineTo(x, b.y + 3);
+        ctx.fill();
+      });
+    }
 
     // Lane labels, over the bars that scroll under them.
     ctx.fillStyle = "#f7f9fb";
@@ -394,7 +502,7 @@ const timelineScript = `</script>
         ctx.fillStyle = "#4a5563";
         var lanes = 0;
         for (k = a; k <= z; k++) lanes += rows[k].n;
-        label = g < 0 ? "nemesis" : D.lanes[rows[a].lane] + " +" + (lanes - 1);
+        label = g < 0 ? D.lanes[rows[a].lane] : D.lanes[rows[a].lane] + " +" + (lanes - 1);
       }
       l = z;
       if (y - last < 12) continue;
@@ -417,6 +525,14 @@ const timelineScript = `</script>
       ctx.fillRect(x, AXIS - 7, 1, 7);
       ctx.fillStyle = "#5b6675";
       ctx.fillText(secs(t, tk.dec), x + 3, AXIS / 2);
+    });
+    // Each timed finding is a red notch under the axis, so that the page
+    // shows where things went wrong at any zoom.
+    ctx.fillStyle = COL[6];
+    finds.forEach(function (f) {
+      if (f.e < t0 || f.s > t1) return;
+      var x = Math.max(xOf(f.s), LABEL);
+      ctx.fillRect(x - 1, AXIS - 9, Math.max(xOf(f.e) - x, 0) + 3, 9);
     });
     if (levels) {
       ctx.fillStyle = "#5b6675";
@@ -450,6 +566,13 @@ const timelineScript = `</script>
     hctx.beginPath();
     hctx.rect(LABEL, TOP, W - LABEL, H - TOP);
     hctx.clip();
+    if (band) {
+      var a = xOf(band.s), z = Math.max(xOf(band.e), a + 2);
+      hctx.fillStyle = "rgba(200,16,46,0.12)";
+      hctx.fillRect(a - 6, TOP, z - a + 12, H - TOP);
+      hctx.fillStyle = "rgba(200,16,46,0.8)";
+      hctx.fillRect(a - 1, TOP, 2, H - TOP);
+    }
     [[hover, "#1d232b"], [pinned, "#1a56db"]].forEach(function (o) {
       if (o[0] < 0) return;
       var b = boxOf(o[0]);
@@ -523,11 +646,17 @@ const timelineScript = `</script>
   function tipOp(i) {
     tip.textContent = "";
     var o = out(i), lane = D.lanes[D.l[i]];
-    add(tip, "div", "h", (o === 4 ? "" : "process ") + lane + " · " + D.fs[D.f[i]]);
+    add(tip, "div", "h", (/^p[0-9]+$/.test(lane) ? "process " : "") + lane + " · " + D.fs[D.f[i]]);
     var badge = add(add(tip, "div"), "span", "o", CLS[o]);
     badge.style.background = COL[o];
+    if (o >= 5) {
+      if (D.vals[D.v[i]]) add(tip, "div", o === 6 ? "w" : null, D.vals[D.v[i]]);
+      add(tip, "div", null, D.d[i] > 0 ? "from " + secs(start[i], 6) + " to " + secs(stop[i], 6) + " (" + dur(stop[i] - start[i]) + ")" : "at " + secs(start[i], 6));
+      return;
+    }
     add(tip, "div", null, "value " + D.vals[D.v[i]]);
     if (D.err && D.err[i] != null) add(tip, "div", "w", "error " + D.vals[D.err[i]]);
+    if (MK[i] != null) add(tip, "div", "w", "marked: " + D.vals[MK[i]]);
     var when = "invoked at " + secs(start[i], 6);
     if (o === 3) when += ", never completed: drawn to the end";
     else if (o === 4 && D.d[i] < 0) when += ", never ended: drawn to the end";

@@ -62,6 +62,12 @@ func timelinePage(t *testing.T, title string, events []history.Event, faults []F
 		t.Fatal(err)
 	}
 	page := buf.String()
+	return page, decodePage(t, page)
+}
+
+// decodePage decodes a page's JSON document the way a browser finds it.
+func decodePage(t *testing.T, page string) timelineData {
+	t.Helper()
 	i := strings.Index(page, dataOpen)
 	if i < 0 {
 		t.Fatalf("page has no %s element", dataOpen)
@@ -77,7 +83,7 @@ func timelinePage(t *testing.T, title string, events []history.Event, faults []F
 	if err := dec.Decode(&d); err != nil {
 		t.Fatalf("embedded JSON does not decode: %v", err)
 	}
-	return page, d
+	return d
 }
 
 // row is one op of the page, decoded.
@@ -122,11 +128,11 @@ func TestTimelineData(t *testing.T) {
 		{"p1", 1000, 2000, "ok", "read", "→ 1", ""},
 		{"p2", 1500, 2500, "fail", "write", "2", `"rejected"`},
 		{"nemesis", 4000, 250, "nemesis", "start-partition", `"halves" → "[n1 n2] [n3]"`, ""},
-		{"p1", 5000, 4000, "info", "cas", "[1 3]", `"timeout"`},
+		{"p1", 5000, 4000, "info", "cas", "[1,3]", `"timeout"`},
 		{"p0", 6000, 1000, "ok", "write", strconv.Quote(evil), ""},
-		{"nemesis", 8000, 500, "nemesis", "stop-partition", `nil → "healed"`, ""},
+		{"nemesis", 8000, 500, "nemesis", "stop-partition", `null → "healed"`, ""},
 		{"p4", 10000, 1000, "ok", "read", "→ 3", ""},
-		{"p2", 12000, -1, "pending", "read", "nil", ""},
+		{"p2", 12000, -1, "pending", "read", "null", ""},
 	}
 	got := rows(d)
 	if len(got) != len(want) {
@@ -269,11 +275,17 @@ func writeTimeline(t *testing.T, dir string, events []history.Event, faults []Fa
 		t.Fatal(err)
 	}
 	page := strings.Replace(buf.String(), "</body>", extra+"</body>", 1)
+	return writePage(t, dir, page), len(page)
+}
+
+// writePage writes page as dir/timeline.html and returns its path.
+func writePage(t *testing.T, dir, page string) string {
+	t.Helper()
 	path := filepath.Join(dir, "timeline.html")
 	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path, len(page)
+	return path
 }
 
 // interact drives the small page the way a person would and records on
@@ -337,7 +349,7 @@ func TestTimelineInBrowser(t *testing.T) {
 		"drawn": "9",
 		"hover": "process p1 · readokvalue → 1invoked at 0.001000 s, ok at 0.003000 s after 2.00 ms",
 		"left":  "none",
-		"pin": "process p2 · readpendingvalue nilinvoked at 0.012000 s, never completed: drawn to the end" +
+		"pin": "process p2 · readpendingvalue nullinvoked at 0.012000 s, never completed: drawn to the end" +
 			"during pause n1",
 		"escaped": "none",
 		"zoom":    "true true true",
