@@ -69,14 +69,21 @@ var ErrStale = errors.New("stale action")
 // ErrNotFound is returned for an idempotency key the journal does not hold.
 var ErrNotFound = errors.New("no such journal row")
 
-// Open opens (creating if needed) the state file at path.
+// Open opens (creating if needed) the state file at path. An existing file
+// is checked before it is used (its size against its meta page, bbolt's
+// consistency check, the journal's invariants); a damaged one is refused
+// with an error wrapping ErrCorrupt and naming the file.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.RetryAfter == 0 {
 		opts.RetryAfter = 10 * time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: opts.NoSync})
+	existed, err := checkFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening state file %s: %w", path, err)
+	}
+	db, err := openChecked(path, existed, &bolt.Options{Timeout: 5 * time.Second, NoSync: opts.NoSync})
+	if err != nil {
+		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bMeta, bEpochs, bHeld, bMarkers, bRows, bSeq} {
