@@ -40,8 +40,8 @@ func TestCloudsimBadFlags(t *testing.T) {
 		{"subnet not a prefix", []string{"--nics", "eni-a", "--subnet", "10.0.0.0"}, `--subnet: "10.0.0.0" is not a prefix such as 10.0.0.0/24`},
 		{"subnet not a network", []string{"--nics", "eni-a", "--subnet", "10.0.0.9/24"}, "--subnet: cloudsim: subnet 10.0.0.9/24 is not a network address"},
 		{"bad listen address", []string{"--nics", "eni-a", "--listen", "127.0.0.1:99999"}, "--listen: listen tcp: address 99999: invalid port"},
-		{"bad seed", []string{"--nics", "eni-a", "--seed", "-1"}, `invalid value "-1" for flag -seed`},
-		{"unknown flag", []string{"--nics", "eni-a", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"bad seed", []string{"--nics", "eni-a", "--seed", "-1"}, "--seed: -1 is negative"},
+		{"unknown flag", []string{"--nics", "eni-a", "--bogus"}, "--bogus: no such flag"},
 		{"positional argument", []string{"--nics", "eni-a", "extra"}, `ipfence cloudsim: unexpected argument "extra"`},
 		{"corrupt state file", []string{"--state", corrupt}, "--state: cloudsim: state file " + filepath.Join(corrupt, "cloudsim.json") + ": not a cloudsim state file"},
 	}
@@ -53,8 +53,8 @@ func TestCloudsimBadFlags(t *testing.T) {
 			}
 		})
 	}
-	if code, _, stderr := runCLI("cloudsim", "--help"); code != exitValid || !strings.Contains(stderr, "--nics string") {
-		t.Fatalf("--help: exit %d, %q", code, stderr)
+	if code, stdout, _ := runCLI("cloudsim", "--help"); code != exitValid || !strings.Contains(stdout, "--nics string") {
+		t.Fatalf("--help: exit %d, %q", code, stdout)
 	}
 }
 

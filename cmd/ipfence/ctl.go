@@ -34,9 +34,9 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ipfence ctl: "+format+"\n", a...)
 		return exitError
 	}
+	bad := func(format string, a ...any) int { return usageError(stderr, "ctl", format, a...) }
 	if *endpoint == "" || *tokenFile == "" {
-		fs.Usage()
-		return fail("--endpoint and --token-file are required")
+		return bad("--endpoint and --token-file are required")
 	}
 	if _, err := url.Parse(*endpoint); err != nil {
 		return fail("--endpoint: %v", err)
@@ -46,8 +46,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		return fail("--token-file: %v", err)
 	}
 	if len(pos) == 0 {
-		fs.Usage()
-		return fail("no command: want status, actions, approve KEY, reject KEY, drain NODE or undrain NODE")
+		return bad("no command: want status, actions, approve KEY, reject KEY, drain NODE or undrain NODE")
 	}
 	c := &ctlClient{base: strings.TrimSuffix(*endpoint, "/"), http: &http.Client{
 		Timeout:   30 * time.Second,

@@ -32,14 +32,15 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ipfence dev: "+format+"\n", a...)
 		return exitError
 	}
+	bad := func(format string, a ...any) int { return usageError(stderr, "dev", format, a...) }
 	if len(pos) > 0 {
-		return fail("unexpected argument %q", pos[0])
+		return bad("unexpected argument %q: dev takes flags only", pos[0])
 	}
 	if *nodes < 1 || *nodes > 64 {
-		return fail("--nodes: %d is not between 1 and 64", *nodes)
+		return bad("--nodes: %d is not between 1 and 64", *nodes)
 	}
 	if *addresses < 1 || *addresses > 200 {
-		return fail("--addresses: %d is not between 1 and 200", *addresses)
+		return bad("--addresses: %d is not between 1 and 200", *addresses)
 	}
 	self, err := os.Executable()
 	if err != nil {

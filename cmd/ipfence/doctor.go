@@ -40,18 +40,13 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence doctor: "+format+"\n", a...)
-		return exitError
-	}
+	usageErr := func(format string, a ...any) int { return usageError(stderr, "doctor", format, a...) }
 	switch {
 	case len(pos) > 0:
 		return usageErr("unexpected argument %q: doctor takes flags only", pos[0])
 	case *address == "":
-		fs.Usage()
 		return usageErr("--address is required")
 	case *iface == "":
-		fs.Usage()
 		return usageErr("--interface is required")
 	case *count < 1:
 		return usageErr("--count: %d: want at least 1", *count)
@@ -72,7 +67,8 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	macs, err := arpwatch.Probe(ctx, *iface, addr, arpwatch.ProbeOptions{Count: *count, Timeout: *timeout})
 	if err != nil {
-		return usageErr("%v", err)
+		fmt.Fprintf(stderr, "ipfence doctor: %v\n", err)
+		return exitError
 	}
 	res := doctorResult{Address: addr.String(), Interface: *iface, Responders: []string{}, SplitBrain: len(macs) > 1}
 	for _, m := range macs {

@@ -31,7 +31,7 @@ func TestDoctorUsage(t *testing.T) {
 		{"count", []string{"--address", "10.0.0.1", "--interface", "lo", "--count", "0"}, "--count: 0"},
 		{"timeout", []string{"--address", "10.0.0.1", "--interface", "lo", "--timeout", "-1s"}, "--timeout: -1s"},
 		{"argument", []string{"--address", "10.0.0.1", "--interface", "lo", "extra"}, `unexpected argument "extra"`},
-		{"unknown flag", []string{"--adress", "10.0.0.1"}, "flag provided but not defined: -adress"},
+		{"unknown flag", []string{"--adress", "10.0.0.1"}, "ipfence doctor: --adress: no such flag; did you mean --address?"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,8 +41,8 @@ func TestDoctorUsage(t *testing.T) {
 			}
 		})
 	}
-	if code, stdout, _ := runCLI("doctor", "--help"); code != exitValid || stdout != "" {
-		t.Fatalf("--help: exit %d, stdout %q", code, stdout)
+	if code, stdout, stderr := runCLI("doctor", "--help"); code != exitValid || stderr != "" || !strings.Contains(stdout, "Usage: ipfence doctor") {
+		t.Fatalf("--help: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

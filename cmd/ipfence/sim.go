@@ -31,21 +31,21 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ipfence sim: "+format+"\n", a...)
 		return exitError
 	}
+	bad := func(format string, a ...any) int { return usageError(stderr, "sim", format, a...) }
 	if len(pos) > 0 {
-		return fail("unexpected argument %q", pos[0])
+		return bad("unexpected argument %q: sim takes flags only", pos[0])
 	}
 	if *db == "" {
-		fs.Usage()
-		return fail("--db is required: one of %s", strings.Join(txnsim.DBs, ", "))
+		return bad("--db is required: one of %s", strings.Join(txnsim.DBs, ", "))
 	}
 	if !slices.Contains(txnsim.DBs, *db) {
-		return fail("--db: %q is not a simulated database; valid: %s", *db, strings.Join(txnsim.DBs, ", "))
+		return bad("--db: %q is not a simulated database; valid: %s", *db, strings.Join(txnsim.DBs, ", "))
 	}
 	if !slices.Contains(txnsim.Workloads, *workload) {
-		return fail("--workload: %q is not a workload; valid: %s", *workload, strings.Join(txnsim.Workloads, ", "))
+		return bad("--workload: %q is not a workload; valid: %s", *workload, strings.Join(txnsim.Workloads, ", "))
 	}
 	if *ops < 0 {
-		return fail("--ops: %d is negative", *ops)
+		return bad("--ops: %d is negative", *ops)
 	}
 	// The library reads zero as "the default"; on the command line the
 	// default is already filled in, so a zero here is a mistake.
@@ -55,11 +55,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}{{"concurrency", *conc, txnsim.MaxConcurrency}, {"keys", *keys, txnsim.MaxKeys},
 		{"max-txn-length", *maxLen, txnsim.MaxMaxTxnLen}, {"max-writes-per-key", *maxWrites, txnsim.MaxMaxWritesPerKey}} {
 		if f.v < 1 || f.v > f.hi {
-			return fail("--%s: %d is out of range; valid: 1 to %d", f.name, f.v, f.hi)
+			return bad("--%s: %d is out of range; valid: 1 to %d", f.name, f.v, f.hi)
 		}
 	}
 	if *infoRate < 0 || *infoRate > 1 || *infoRate != *infoRate {
-		return fail("--info-rate: %v is out of range; valid: 0 to 1", *infoRate)
+		return bad("--info-rate: %v is out of range; valid: 0 to 1", *infoRate)
 	}
 	cfg := txnsim.Config{DB: *db, Workload: *workload, Ops: *ops, Concurrency: *conc, Keys: *keys,
 		MaxTxnLen: *maxLen, MaxWritesPerKey: *maxWrites, InfoRate: *infoRate, Seed: *seed}
