@@ -8,8 +8,12 @@ import (
 
 // OpRef names a transaction in a report.
 type OpRef struct {
-	// Index is the invoke event's index in the history.
+	// Index is the index, in the history, of the event that completed the
+	// transaction (of its invoke when it never completed): the operation as
+	// Elle names it, and the number after T in explanations.
 	Index int64 `json:"index"`
+	// Invoke is the index of the transaction's invoke event.
+	Invoke int64 `json:"invoke"`
 	// Process is nil for an event that named none.
 	Process *history.Process `json:"process"`
 	Type    string           `json:"type"`
@@ -37,7 +41,7 @@ type Anomaly struct {
 // ref describes transaction t.
 func (p *parsed) ref(t int32) OpRef {
 	tx := &p.txns[t]
-	r := OpRef{Index: tx.index, Type: tx.typ.String(), Value: p.value(t)}
+	r := OpRef{Index: tx.index, Invoke: tx.invoke, Type: tx.typ.String(), Value: p.value(t)}
 	if pr := tx.process; pr < anonymousBase {
 		r.Process = &pr
 	}

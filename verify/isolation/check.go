@@ -36,25 +36,52 @@ type Options struct {
 // DefaultSearchBudget is the default bound of one cycle search.
 const DefaultSearchBudget = 20_000_000
 
-// Result is a check's answer.
+// Result is a check's answer, in Elle's terms: Valid is false when an
+// anomaly the model forbids was found, unknown when nothing forbidden was
+// found but the check could not vouch for the history (no dependency to
+// check, a search cut short, the test's own assumptions broken), and true
+// otherwise.
 type Result struct {
 	Workload    string         `json:"model"`
 	Consistency string         `json:"consistency"`
 	Valid       linear.Verdict `json:"valid"`
-	// AnomalyTypes are the types of anomaly found, sorted.
+	// AnomalyTypes are the types of what was found that the model forbids,
+	// and of what makes the verdict unknown (empty-transaction-graph,
+	// cycle-search-timeout), sorted: empty when Valid is true.
 	AnomalyTypes []string `json:"anomaly_types"`
-	// Not are the weakest models the anomalies rule out; AlsoNot the
-	// stronger ones.
+	// Not are the weakest models the anomalies found (forbidden or
+	// allowed) rule out; AlsoNot the stronger ones. Both are empty when
+	// Valid is true, as Elle leaves them out.
 	Not     []string `json:"not"`
 	AlsoNot []string `json:"also_not"`
-	// Anomalies holds examples of each type; Counts their numbers.
+	// Anomalies holds examples of each of AnomalyTypes; Counts the
+	// numbers of every type found, allowed ones and broken assumptions
+	// included.
 	Anomalies map[string][]Anomaly `json:"anomalies,omitempty"`
 	Counts    map[string]int       `json:"counts,omitempty"`
+	// AllowedTypes and Allowed are the anomalies found that the model
+	// allows (write skew under snapshot isolation, ...): facts about the
+	// history, not failures.
+	AllowedTypes []string             `json:"allowed_types,omitempty"`
+	Allowed      map[string][]Anomaly `json:"allowed,omitempty"`
+	// Assumptions holds inputs that break the test's own assumptions (a
+	// value appended or written twice), which make the verdict unknown:
+	// they say nothing about the database, but no inference from the
+	// values they reuse can be trusted.
+	Assumptions map[string][]Anomaly `json:"assumptions,omitempty"`
 	// Incomplete lists the cycle searches that were cut short.
 	Incomplete []string `json:"incomplete,omitempty"`
 	Txns       int      `json:"txns"`
 	CheckNS    int64    `json:"check_ns"`
 }
+
+// assumptionTypes are the findings that break the test's assumptions
+// rather than show a database anomaly; unknownTypes those that leave the
+// verdict unknown.
+var (
+	assumptionTypes = map[string]bool{"duplicate-appends": true, "duplicate-writes": true}
+	unknownTypes    = map[string]bool{"empty-transaction-graph": true, "cycle-search-timeout": true}
+)
 
 // Check checks a history against a consistency model.
 func Check(ctx context.Context, h *history.History, o Options) (*Result, error) {
@@ -62,11 +89,12 @@ func Check(ctx context.Context, h *history.History, o Options) (*Result, error) 
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	ops, _, err := history.Pair(numberProcesses(h.Events))
+	events := numberProcesses(h.Events)
+	ops, _, err := history.Pair(events)
 	if err != nil {
 		return nil, err
 	}
-	p, err := parse(o.Workload, ops)
+	p, err := parse(o.Workload, events, ops)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +109,7 @@ func (o *Options) defaults() error {
 	if o.Consistency == "" {
 		o.Consistency = "strict-serializable"
 	}
+	o.Consistency = CanonicalModel(o.Consistency)
 	if err := ValidModel(o.Consistency); err != nil {
 		return err
 	}
@@ -130,40 +159,74 @@ func (p *parsed) check(ctx context.Context, o Options, start time.Time) *Result 
 			committed++
 		}
 	}
+	if len(g.to) == 0 {
+		// Elle's empty transaction graph: no dependency between any two
+		// transactions, so no cycle could be looked for.
+		x := Anomaly{Type: "empty-transaction-graph", Explanation: "no transaction depends on another (nothing read what another wrote, or overwrote what another read), so no dependency cycle could be checked"}
+		if committed == 0 {
+			x.Explanation = "no transaction committed: nothing to check"
+		}
+		an.add(x)
+	}
+	for _, inc := range res.Incomplete {
+		an.add(Anomaly{Type: "cycle-search-timeout", Explanation: inc})
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		an.add(Anomaly{Type: "cycle-search-timeout", Explanation: "the time allowed ran out before every search finished"})
+	}
 	res.Txns = len(p.txns)
+	res.Counts = an.counts
 	res.AnomalyTypes = []string{}
-	res.Anomalies, res.Counts = an.byType, an.counts
+	var found []string
 	for typ := range an.counts {
-		res.AnomalyTypes = append(res.AnomalyTypes, typ)
+		switch {
+		case assumptionTypes[typ]:
+			if res.Assumptions == nil {
+				res.Assumptions = map[string][]Anomaly{}
+			}
+			res.Assumptions[typ] = an.byType[typ]
+		case prohibited[typ] || unknownTypes[typ]:
+			res.AnomalyTypes = append(res.AnomalyTypes, typ)
+			if res.Anomalies == nil {
+				res.Anomalies = map[string][]Anomaly{}
+			}
+			res.Anomalies[typ] = an.byType[typ]
+		default:
+			res.AllowedTypes = append(res.AllowedTypes, typ)
+			if res.Allowed == nil {
+				res.Allowed = map[string][]Anomaly{}
+			}
+			res.Allowed[typ] = an.byType[typ]
+		}
+		if !assumptionTypes[typ] && !unknownTypes[typ] {
+			found = append(found, typ)
+		}
 	}
 	sort.Strings(res.AnomalyTypes)
-	res.Not, res.AlsoNot = Boundary(res.AnomalyTypes)
-	if res.Not == nil {
-		res.Not = []string{}
-	}
-	if res.AlsoNot == nil {
-		res.AlsoNot = []string{}
-	}
+	sort.Strings(res.AllowedTypes)
+	res.Not, res.AlsoNot = []string{}, []string{}
 	res.Valid = linear.True
 	for _, typ := range res.AnomalyTypes {
 		if prohibited[typ] {
 			res.Valid = linear.False
 		}
 	}
-	if res.Valid == linear.True {
-		switch {
-		case committed == 0:
-			res.Incomplete = append(res.Incomplete, "no transaction committed: nothing to check")
-			res.Valid = linear.Unknown
-		case an.counts["duplicate-appends"] > 0:
-			// The version order cannot be trusted.
-			res.Valid = linear.Unknown
-		case len(res.Incomplete) > 0:
-			res.Valid = linear.Unknown
-		}
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && res.Valid == linear.True {
+	if res.Valid == linear.True && (len(res.AnomalyTypes) > 0 || len(res.Assumptions) > 0) {
 		res.Valid = linear.Unknown
+	}
+	if len(res.Assumptions) > 0 {
+		// Elle stops at a reused value: every inference that used it is
+		// suspect, the anomalies found included.
+		res.Valid = linear.Unknown
+	}
+	if res.Valid != linear.True {
+		not, also := Boundary(found)
+		if not != nil {
+			res.Not = not
+		}
+		if also != nil {
+			res.AlsoNot = also
+		}
 	}
 	res.CheckNS = time.Since(start).Nanoseconds()
 	return res
@@ -292,20 +355,34 @@ func (p *parsed) explainEdge(a, b int32, r rel, vs *versions) string {
 }
 
 // cycleSubgraphs are the dependency subgraphs whose cycles rule a model
-// out, weakest model first.
+// out, weakest model first, with the anomaly Elle names for each. A
+// subgraph is the edges of kinds mask, or, when ext is set, Elle's
+// extension of it by one rw step: a → c when a → b by mask and b → c by
+// rw. A cycle of the extension is a cycle of the whole graph in which no
+// rw edge follows another, which snapshot isolation forbids (Cerone and
+// Gotsman's characterization; Elle's G-nonadjacent family). Such a
+// closed walk always holds a simple cycle of that shape (split it at a
+// repeated transaction: the two junctions cannot both join two rw
+// edges, as the walk's own junction then would), so the named searches
+// find one whenever this fallback fires, unless their budget ran out.
 var cycleSubgraphs = []struct {
-	model string
-	mask  rel
+	model, anomaly string
+	mask           rel
+	ext            bool
 }{
-	{"read-uncommitted", ww},
-	{"read-committed", ww | wr},
-	{"serializable", ww | wr | rw},
-	{"strong-session-read-uncommitted", ww | process},
-	{"strong-session-read-committed", ww | wr | process},
-	{"strong-session-serializable", ww | wr | rw | process},
-	{"strong-read-uncommitted", ww | realtime},
-	{"strong-read-committed", ww | wr | realtime},
-	{"strict-serializable", ww | wr | rw | realtime},
+	{"read-uncommitted", "PL-1-cycle-exists", ww, false},
+	{"read-committed", "PL-2-cycle-exists", ww | wr, false},
+	{"snapshot-isolation", "PL-SI-cycle-exists", ww | wr, true},
+	{"repeatable-read", "PL-2.99-cycle-exists", ww | wr | rw, false},
+	{"serializable", "PL-3-cycle-exists", ww | wr | rw, false},
+	{"strong-session-read-uncommitted", "strong-session-PL-1-cycle-exists", ww | process, false},
+	{"strong-session-read-committed", "strong-session-PL-2-cycle-exists", ww | wr | process, false},
+	{"strong-session-snapshot-isolation", "strong-session-snapshot-isolation-cycle-exists", ww | wr | process, true},
+	{"strong-session-serializable", "strong-session-serializable-cycle-exists", ww | wr | rw | process, false},
+	{"strong-read-uncommitted", "strong-PL-1-cycle-exists", ww | realtime, false},
+	{"strong-read-committed", "strong-PL-2-cycle-exists", ww | wr | realtime, false},
+	{"strong-snapshot-isolation", "strong-snapshot-isolation-cycle-exists", ww | wr | realtime, true},
+	{"strict-serializable", "PL-SS-cycle-exists", ww | wr | rw | realtime, false},
 }
 
 // cycleExists is the fallback when no specific cycle explains a model's
@@ -323,7 +400,12 @@ func (p *parsed) cycleExists(g *graph, an *anomalies, model string) {
 		if slices.Contains(not, cs.model) || slices.Contains(also, cs.model) {
 			continue
 		}
-		comps := g.sccs(cs.mask)
+		var comps [][]int32
+		if cs.ext {
+			comps = g.extensionSCCs(cs.mask, rw)
+		} else {
+			comps = g.sccs(cs.mask)
+		}
 		if len(comps) == 0 {
 			continue
 		}
@@ -333,9 +415,13 @@ func (p *parsed) cycleExists(g *graph, an *anomalies, model string) {
 				smallest = c
 			}
 		}
-		x := Anomaly{Type: cs.model + "-cycle-exists",
+		sub := cs.mask.String()
+		if cs.ext {
+			sub = "(" + sub + ") extended by one rw step"
+		}
+		x := Anomaly{Type: cs.anomaly,
 			Explanation: fmt.Sprintf("a cycle of %s dependencies exists among %d transactions (the smallest of %d such components), which %s forbids; no cycle of a named class was found in it",
-				cs.mask, len(smallest), len(comps), cs.model)}
+				sub, len(smallest), len(comps), cs.model)}
 		for i, t := range smallest {
 			if i == 8 {
 				break

@@ -51,6 +51,16 @@ func (s spec) mask() rel {
 	return m
 }
 
+// minLen is the fewest edges a cycle of the class can have: two, or four
+// for G-nonadjacent (rw, something else, rw, something else). A search
+// that found a cycle this short can stop.
+func (s spec) minLen() int {
+	if s.class == classGNonadjacent {
+		return 4
+	}
+	return 2
+}
+
 // allSpecs in the order they are searched: most severe first, data
 // dependencies before process before real time.
 var allSpecs = func() []spec {
@@ -103,9 +113,11 @@ func (s spec) step(st sstate, k rel, first bool) (sstate, bool) {
 				return 0, false
 			}
 		case classGNonadjacent:
-			// The first edge is never rw, so that the last edge may be
-			// one without meeting the first.
-			if first || st&stLastRW != 0 {
+			// No rw right after another. The first edge may be one (the
+			// search starts on an rw edge, the rarest kind the class
+			// needs); done then refuses a last edge that is rw too, which
+			// would meet it.
+			if st&stLastRW != 0 {
 				return 0, false
 			}
 		}
@@ -146,7 +158,7 @@ func (s spec) done(st sstate) bool {
 	case classGSingle:
 		return st.rwCount() == 1
 	case classGNonadjacent:
-		return st.rwCount() == 2 && st&stAdj == 0
+		return st.rwCount() == 2 && st&stAdj == 0 && (st&stLastRW == 0 || st&stFirstRW == 0)
 	case classG2:
 		return st.rwCount() == 2 && (st&stAdj != 0 || (st&stLastRW != 0 && st&stFirstRW != 0))
 	}
@@ -335,7 +347,7 @@ func (s *searcher) searchComponent(ctx context.Context, sp spec) ([]cycleStep, b
 			// Only a shorter cycle is worth finding now.
 			maxLen = len(c) - 1
 		}
-		if out || (best != nil && len(best) <= 2) {
+		if out || (best != nil && len(best) <= sp.minLen()) {
 			return false
 		}
 		return true

@@ -229,7 +229,7 @@ func fastParse(workload string, data []byte) (*parsed, bool) {
 			}
 			t := int32(len(p.txns))
 			open[ev.process] = t
-			p.txns = append(p.txns, txn{index: ev.index, process: ev.process, typ: history.Info, call: pos, ret: -1})
+			p.txns = append(p.txns, txn{index: ev.index, invoke: ev.index, process: ev.process, typ: history.Info, call: pos, ret: -1})
 			invokeMops = append(invokeMops, append([]rawMop(nil), ev.mops...))
 			lineStarts = append(lineStarts, lineStart, -1)
 			pos++
@@ -241,7 +241,7 @@ func fastParse(workload string, data []byte) (*parsed, bool) {
 		}
 		delete(open, ev.process)
 		tx := &p.txns[t]
-		tx.typ, tx.ret = ev.typ, pos
+		tx.typ, tx.ret, tx.index = ev.typ, pos, ev.index
 		lineStarts[2*t+1] = lineStart
 		src := invokeMops[t]
 		if ev.typ == history.OK {

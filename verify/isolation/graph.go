@@ -161,3 +161,58 @@ func (g *graph) sccs(mask rel) [][]int32 {
 	}
 	return out
 }
+
+// extensionSCCs returns the strongly connected components (of more than
+// one transaction) of Elle's extension of the subgraph of kinds a by one
+// step of kinds b: cycles that may use a edges freely and a b edge only
+// right after an a edge. It searches a graph of two states per
+// transaction (arrived by a, arrived by b), built only over the
+// transactions of nontrivial components of a|b, where every such cycle
+// lies.
+func (g *graph) extensionSCCs(a, b rel) [][]int32 {
+	outer := g.sccs(a | b)
+	if len(outer) == 0 {
+		return nil
+	}
+	// local numbers the transactions of the outer components; state 0 is
+	// "arrived by b" (must leave by a), state 1 "arrived by a".
+	local := map[int32]int32{}
+	var nodes []int32
+	for _, c := range outer {
+		for _, v := range c {
+			local[v] = int32(len(nodes))
+			nodes = append(nodes, v)
+		}
+	}
+	var es []edge
+	for i, v := range nodes {
+		lv := int32(i)
+		for j := g.off[v]; j < g.off[v+1]; j++ {
+			lw, ok := local[g.to[j]]
+			if !ok {
+				continue
+			}
+			r := g.rels[j]
+			if r&a != 0 {
+				es = append(es, edge{2 * lv, 2*lw + 1, a}, edge{2*lv + 1, 2*lw + 1, a})
+			}
+			if r&b != 0 {
+				es = append(es, edge{2*lv + 1, 2 * lw, b})
+			}
+		}
+	}
+	h := build(2*len(nodes), es)
+	var out [][]int32
+	for _, c := range h.sccs(a | b) {
+		var comp []int32
+		for _, x := range c {
+			comp = append(comp, nodes[x/2])
+		}
+		slices.Sort(comp)
+		comp = slices.Compact(comp)
+		if len(comp) > 1 {
+			out = append(out, comp)
+		}
+	}
+	return out
+}

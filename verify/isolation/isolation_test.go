@@ -127,12 +127,13 @@ func TestCycleExplanation(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := res.Anomalies["G-single-item"]
-	// T1 read y = [] and did not see T0's append of 1; T0 appended to x
-	// before T1 did.
+	// T4 (invoked second, completed at index 4) read y = [] and did not
+	// see T3's append of 1; T3 appended to x before T4 did. Transactions
+	// are named by their completions' indices, as Elle names operations.
 	if len(a) != 1 || len(a[0].Cycle) != 2 {
 		t.Fatalf("%+v", a)
 	}
-	want := `T1 < T0 because T1 read key "y" as [], which does not hold 1, appended by T0 (no read shows it, so it came after every element read). However, T0 < T1 because T1 appended 2 to key "x" after T0 appended 1: a cycle.`
+	want := `T4 < T3 because T4 read key "y" as [], which does not hold 1, appended by T3 (no read shows it, so it came after every element read). However, T3 < T4 because T4 appended 2 to key "x" after T3 appended 1: a cycle.`
 	if a[0].Explanation != want {
 		t.Fatalf("explanation\n%s\nwant\n%s", a[0].Explanation, want)
 	}

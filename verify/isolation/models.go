@@ -27,12 +27,11 @@ var implies = map[string][]string{
 	"monotonic-atomic-view":             {"read-committed"},
 	"monotonic-snapshot-read":           {"read-committed"},
 	"monotonic-view":                    {"read-committed"},
-	"parallel-snapshot-isolation":       {"causal-cerone", "ROLA"},
+	"parallel-snapshot-isolation":       {"causal-cerone", "update-atomic"},
 	"prefix":                            {"causal-cerone"},
 	"read-atomic":                       {"monotonic-atomic-view"},
 	"read-committed":                    {"read-uncommitted"},
 	"repeatable-read":                   {"cursor-stability", "monotonic-atomic-view"},
-	"ROLA":                              {"read-atomic"},
 	"serializable":                      {"repeatable-read", "snapshot-isolation", "update-serializable"},
 	"snapshot-isolation":                {"forward-consistent-view", "monotonic-atomic-view", "monotonic-snapshot-read", "parallel-snapshot-isolation", "prefix"},
 	"strict-serializable":               {"serializable", "snapshot-isolation", "strong-snapshot-isolation", "strong-session-serializable"},
@@ -43,6 +42,7 @@ var implies = map[string][]string{
 	"strong-session-serializable":       {"serializable", "strong-session-snapshot-isolation"},
 	"strong-session-snapshot-isolation": {"snapshot-isolation", "strong-session-read-committed"},
 	"strong-snapshot-isolation":         {"strong-session-snapshot-isolation", "strong-read-committed"},
+	"update-atomic":                     {"read-atomic"},
 	"update-serializable":               {"forward-consistent-view"},
 }
 
@@ -59,19 +59,19 @@ var prohibits = map[string][]string{
 	"consistent-view":                   {"G1", "G-single"},
 	"forward-consistent-view":           {"G1", "G-SIb"},
 	"parallel-snapshot-isolation":       {"internal", "G1a"},
-	"serializable":                      {"internal", "G1", "G2", "serializable-cycle-exists"},
-	"read-committed":                    {"G1", "read-committed-cycle-exists"},
-	"read-uncommitted":                  {"G0", "duplicate-elements", "cyclic-versions", "garbage-read", "read-uncommitted-cycle-exists"},
+	"serializable":                      {"internal", "G1", "G2", "predicate-read-miss", "PL-3-cycle-exists"},
+	"read-committed":                    {"G1", "PL-2-cycle-exists"},
+	"read-uncommitted":                  {"G0", "duplicate-elements", "cyclic-versions", "garbage-read", "PL-1-cycle-exists"},
 	"prefix":                            {"internal", "G1a"},
-	"snapshot-isolation":                {"internal", "G1", "G-SI", "G-nonadjacent", "snapshot-isolation-cycle-exists"},
+	"snapshot-isolation":                {"internal", "G1", "G-SI", "G-nonadjacent", "PL-SI-cycle-exists"},
 	"read-atomic":                       {"internal", "G1a", "future-read"},
-	"repeatable-read":                   {"G1", "G2-item", "lost-update"},
-	"ROLA":                              {"lost-update"},
-	"strict-serializable":               {"G1", "G1c-realtime", "G2-realtime", "strict-serializable-cycle-exists"},
-	"strong-session-read-uncommitted":   {"G0-process", "strong-session-read-uncommitted-cycle-exists"},
-	"strong-session-read-committed":     {"G1c-process", "strong-session-read-committed-cycle-exists"},
-	"strong-read-uncommitted":           {"G0-realtime", "strong-read-uncommitted-cycle-exists"},
-	"strong-read-committed":             {"G1c-realtime", "strong-read-committed-cycle-exists"},
+	"repeatable-read":                   {"G1", "G2-item", "lost-update", "PL-2.99-cycle-exists"},
+	"update-atomic":                     {"lost-update"},
+	"strict-serializable":               {"G1", "G1c-realtime", "G2-realtime", "PL-SS-cycle-exists"},
+	"strong-session-read-uncommitted":   {"G0-process", "strong-session-PL-1-cycle-exists"},
+	"strong-session-read-committed":     {"G1c-process", "strong-session-PL-2-cycle-exists"},
+	"strong-read-uncommitted":           {"G0-realtime", "strong-PL-1-cycle-exists"},
+	"strong-read-committed":             {"G1c-realtime", "strong-PL-2-cycle-exists"},
 	"strong-session-snapshot-isolation": {"internal", "G1-process", "G-nonadjacent-process", "strong-session-snapshot-isolation-cycle-exists"},
 	"strong-snapshot-isolation":         {"internal", "G1-realtime", "G-nonadjacent-realtime", "strong-snapshot-isolation-cycle-exists"},
 	"strong-session-serializable":       {"G1-process", "G2-process", "strong-session-serializable-cycle-exists"},
@@ -123,19 +123,69 @@ var impliedAnomalies = map[string][]string{
 	"write-skew":         {"G2"},
 }
 
-// cycleExistsModel names, for each "-cycle-exists" anomaly, the model
-// whose dependency subgraph the cycle was found in.
-var cycleExistsModel = map[string]string{}
+// modelAliases maps other names of models to the ones used here: Elle's
+// canonical names (Adya's PL-n levels and their strong variants), Elle's
+// other spellings, and names Elle and ipfence used before (ROLA, now
+// update-atomic).
+var modelAliases = map[string]string{
+	"ROLA":                  "update-atomic",
+	"PL-1":                  "read-uncommitted",
+	"PL-2":                  "read-committed",
+	"PL-2+":                 "consistent-view",
+	"PL-2.99":               "repeatable-read",
+	"PL-2L":                 "monotonic-view",
+	"PL-3":                  "serializable",
+	"PL-3U":                 "update-serializable",
+	"PL-CS":                 "cursor-stability",
+	"PL-FCV":                "forward-consistent-view",
+	"PL-MSR":                "monotonic-snapshot-read",
+	"PL-SI":                 "snapshot-isolation",
+	"PL-SS":                 "strict-serializable",
+	"conflict-serializable": "serializable",
+	"strong-serializable":   "strict-serializable",
+	"strong-session-PL-1":   "strong-session-read-uncommitted",
+	"strong-session-PL-2":   "strong-session-read-committed",
+	"strong-PL-1":           "strong-read-uncommitted",
+	"strong-PL-2":           "strong-read-committed",
+}
+
+// anomalyAliases maps the names ipfence gave cycle-exists results before
+// it took Elle's to Elle's.
+var anomalyAliases = map[string]string{
+	"read-uncommitted-cycle-exists":                "PL-1-cycle-exists",
+	"read-committed-cycle-exists":                  "PL-2-cycle-exists",
+	"snapshot-isolation-cycle-exists":              "PL-SI-cycle-exists",
+	"repeatable-read-cycle-exists":                 "PL-2.99-cycle-exists",
+	"serializable-cycle-exists":                    "PL-3-cycle-exists",
+	"strict-serializable-cycle-exists":             "PL-SS-cycle-exists",
+	"strong-session-read-uncommitted-cycle-exists": "strong-session-PL-1-cycle-exists",
+	"strong-session-read-committed-cycle-exists":   "strong-session-PL-2-cycle-exists",
+	"strong-read-uncommitted-cycle-exists":         "strong-PL-1-cycle-exists",
+	"strong-read-committed-cycle-exists":           "strong-PL-2-cycle-exists",
+}
+
+// CanonicalModel returns the name used here for a model given by any of
+// its accepted names (Elle's PL-n names, ROLA for update-atomic, ...).
+func CanonicalModel(name string) string {
+	if c, ok := modelAliases[name]; ok {
+		return c
+	}
+	return name
+}
+
+// CanonicalAnomaly returns Elle's current name for an anomaly given by an
+// older one.
+func CanonicalAnomaly(name string) string {
+	if c, ok := anomalyAliases[name]; ok {
+		return c
+	}
+	return name
+}
 
 func init() {
-	for m, as := range prohibits {
-		for _, a := range as {
-			if name, ok := strings.CutSuffix(a, "-cycle-exists"); ok {
-				if name != m {
-					panic("isolation: cycle-exists anomaly " + a + " listed under " + m)
-				}
-				cycleExistsModel[a] = m
-			}
+	for _, cs := range cycleSubgraphs {
+		if !slices.Contains(prohibits[cs.model], cs.anomaly) {
+			panic("isolation: " + cs.model + " does not prohibit " + cs.anomaly)
 		}
 	}
 }
@@ -160,9 +210,10 @@ func Models() []string {
 	return out
 }
 
-// ValidModel returns an error naming the valid models when name is not one.
+// ValidModel returns an error naming the valid models when name is not
+// one of them or of their other names (see CanonicalModel).
 func ValidModel(name string) error {
-	if slices.Contains(Models(), name) {
+	if slices.Contains(Models(), CanonicalModel(name)) {
 		return nil
 	}
 	return fmt.Errorf("unknown consistency model %q; valid: %s", name, strings.Join(Models(), ", "))
@@ -206,7 +257,7 @@ var (
 // satisfying model: what the model and every model it implies prohibit,
 // and every anomaly that would imply one of those.
 func Prohibited(model string) map[string]bool {
-	models := closure([]string{model}, func(m string) []string { return implies[m] })
+	models := closure([]string{CanonicalModel(model)}, func(m string) []string { return implies[m] })
 	var direct []string
 	for m := range models {
 		direct = append(direct, prohibits[m]...)
@@ -218,7 +269,11 @@ func Prohibited(model string) map[string]bool {
 // out (not) and the stronger ones they also rule out (alsoNot), both
 // sorted.
 func Boundary(anomalies []string) (not, alsoNot []string) {
-	all := closure(anomalies, func(a string) []string { return impliedAnomalies[a] })
+	canon := make([]string, len(anomalies))
+	for i, a := range anomalies {
+		canon[i] = CanonicalAnomaly(a)
+	}
+	all := closure(canon, func(a string) []string { return impliedAnomalies[a] })
 	var direct []string
 	for a := range all {
 		direct = append(direct, prohibitedBy[a]...)

@@ -2,6 +2,7 @@ package isolation
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/ipfence/ipfence/verify/history"
@@ -20,6 +21,17 @@ func (r *Result) Summary(file string) string {
 	}
 	if len(r.Not) > 0 {
 		fmt.Fprintf(&b, "; not %s", strings.Join(r.Not, ", "))
+	}
+	if len(r.AllowedTypes) > 0 {
+		fmt.Fprintf(&b, "; allowed by %s: %s", r.Consistency, strings.Join(r.AllowedTypes, ", "))
+	}
+	if len(r.Assumptions) > 0 {
+		var ts []string
+		for t := range r.Assumptions {
+			ts = append(ts, t)
+		}
+		sort.Strings(ts)
+		fmt.Fprintf(&b, "; the history breaks the test's assumptions: %s", strings.Join(ts, ", "))
 	}
 	if len(r.Incomplete) > 0 && r.Valid.String() != "false" {
 		fmt.Fprintf(&b, "; %s", r.Incomplete[0])

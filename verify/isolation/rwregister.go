@@ -71,6 +71,14 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 				}
 				continue
 			}
+			if m.val != nilVal && writesLater(tx, i, m.key, m.val) {
+				// A future read: the transaction saw the value it writes
+				// only later. No version order can hold that read.
+				an.addf(p, "future-read", []int32{ti}, "%s read key %s = %s, a value %s writes only later in the same transaction",
+					p.name(ti), p.in.showKey(m.key), p.in.showVal(m.val), p.name(ti))
+				known[m.key] = m.val
+				continue
+			}
 			known[m.key] = m.val
 			readFirst[m.key] = m.val
 			reads = append(reads, observation{ti, m.val})
@@ -195,6 +203,16 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			len(txns), p.in.showKey(lk.k), p.in.showVal(lk.v))
 	}
 	return vs, es
+}
+
+// writesLater says whether tx writes v to key k after mop i.
+func writesLater(tx *txn, i int, k int32, v int64) bool {
+	for j := i + 1; j < len(tx.mops); j++ {
+		if m := &tx.mops[j]; m.kind == mWrite && m.key == k && m.val == v {
+			return true
+		}
+	}
+	return false
 }
 
 // lastWrite returns the value a transaction last wrote to a key: the

@@ -56,15 +56,15 @@ func TestRWRegister(t *testing.T) {
 			"1 invoke rx_", "1 ok rx1"}, Options{}, linear.True, []string{}, ""},
 		{"garbage read", []string{
 			"0 invoke wx2", "0 ok wx2",
-			"1 invoke rx_", "1 ok rx3"}, Options{}, linear.False, []string{"garbage-read"}, "T2 read key \"x\" = 3, but nobody wrote 3"},
+			"1 invoke rx_", "1 ok rx3"}, Options{}, linear.False, []string{"garbage-read"}, "T3 read key \"x\" = 3, but nobody wrote 3"},
 		{"aborted read", []string{
 			"0 invoke wx2", "0 fail wx2",
-			"1 invoke rx_", "1 ok rx2"}, Options{}, linear.False, []string{"G1a"}, "T2 read key \"x\" = 2, written by T0 which aborted"},
+			"1 invoke rx_", "1 ok rx2"}, Options{}, linear.False, []string{"G1a", "empty-transaction-graph"}, "T3 read key \"x\" = 2, written by T1 which aborted"},
 		{"intermediate read", []string{
-			"0 invoke wx1 wx2", "1 invoke rx_", "1 ok rx1", "0 ok wx1 wx2"}, Options{}, linear.False, []string{"G1b"}, "T1 read key \"x\" = 1, which T0 overwrote within the same transaction: an intermediate state"},
+			"0 invoke wx1 wx2", "1 invoke rx_", "1 ok rx1", "0 ok wx1 wx2"}, Options{}, linear.False, []string{"G1b", "empty-transaction-graph"}, "T2 read key \"x\" = 1, which T3 overwrote within the same transaction: an intermediate state"},
 		{"internal inconsistency", []string{
 			"0 invoke wx1", "0 ok wx1",
-			"1 invoke wx2 rx_", "1 ok wx2 rx1"}, Options{}, linear.False, []string{"internal"}, "T2 read key \"x\" = 1, but its own earlier read or write means it must have seen 2"},
+			"1 invoke wx2 rx_", "1 ok wx2 rx1"}, Options{}, linear.False, []string{"internal"}, "T3 read key \"x\" = 1, but its own earlier read or write means it must have seen 2"},
 		// Write skew: T1 reads x = nil and writes y; T2 reads y = nil and
 		// writes x. Each read the initial version the other overwrote.
 		{"write skew", []string{

@@ -62,8 +62,11 @@ const nilVal = math.MinInt64
 
 // txn is one transaction of the history.
 type txn struct {
-	// index is the invoke event's index, by which reports name it.
+	// index is the index of the event that completed the transaction
+	// (the invoke's when none did): the operation as Elle names it and as
+	// the user finds it in the file. invoke is the invoke event's index.
 	index   int64
+	invoke  int64
 	process history.Process
 	typ     history.Type // OK, Info or Fail
 	mops    []mop
@@ -161,7 +164,7 @@ func (e *InputError) Error() string {
 
 // parse reads every client operation as a transaction of the workload.
 // Nemesis events were set apart by history.Pair.
-func parse(workload string, ops []history.Op) (*parsed, error) {
+func parse(workload string, events []history.Event, ops []history.Op) (*parsed, error) {
 	p := &parsed{workload: workload, in: newInterner()}
 	p.value = func(t int32) history.Value {
 		o := &ops[t]
@@ -199,7 +202,11 @@ func parse(workload string, ops []history.Op) (*parsed, error) {
 		if o.Return < 0 {
 			ret = -1
 		}
-		p.txns = append(p.txns, txn{index: o.Index, process: o.Process, typ: o.Type, mops: mops[start:len(mops):len(mops)], call: int32(o.Call), ret: ret})
+		index := o.Index
+		if o.Return >= 0 {
+			index = events[o.Return].Index
+		}
+		p.txns = append(p.txns, txn{index: index, invoke: o.Index, process: o.Process, typ: o.Type, mops: mops[start:len(mops):len(mops)], call: int32(o.Call), ret: ret})
 	}
 	return p, nil
 }
@@ -272,5 +279,6 @@ func (p *parsed) mop(o *history.Op, j int, raw history.Value, out []history.Valu
 func (p *parsed) list(m *mop) []int64 { return p.reads[m.start : m.start+m.n] }
 
 // name renders a transaction for explanations: T and its operation's
-// index in the history, as the invoke event numbers it.
+// index in the history: the completion's, as Elle names operations (the
+// invoke's for one that never completed).
 func (p *parsed) name(t int32) string { return fmt.Sprintf("T%d", p.txns[t].index) }
