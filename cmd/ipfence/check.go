@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
@@ -35,7 +36,9 @@ func checkNames() []string {
 // fileCheck checks one parsed history and says how it went: the verdict,
 // the object --json prints, the line printed otherwise, and what to do
 // after (write a page or drawings).
-type fileCheck func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer) (v linear.Verdict, asJSON any, summary string, after func() error, err error)
+// phase is told what the check is doing, for a timeout's message;
+// "searching" means the work honours the deadline itself.
+type fileCheck func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (v linear.Verdict, asJSON any, summary string, after func() error, err error)
 
 // parseHistory parses a file's contents, warning about a torn last line.
 func parseHistory(file string, data []byte, format history.Format, warn io.Writer) (*history.History, error) {
@@ -57,11 +60,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	modelName := fs.String("model", "cas-register", "model to check against: "+strings.Join(checkNames(), ", "))
 	formatName := fs.String("format", "", "history format: "+formatNames()+" (default: detected from content)")
 	initial := fs.String("initial", "", "initial register value as an EDN or JSON literal, such as 0 or \"x\" (default nil: absent)")
-	timeout := fs.Duration("timeout", 0, "give up with verdict unknown after this long per file, such as 30s (default: no limit)")
+	timeout := fs.Duration("timeout", 0, "give up with verdict unknown after this long per file, such as 30s, counted from\nthe first byte: opening, reading, parsing and checking (default: no limit)")
 	asJSON := fs.Bool("json", false, "print one JSON object per file instead of a line of text")
 	htmlOut := fs.String("html", "", "write a self-contained HTML page of the history and its linearization to FILE\n(with several inputs, one page each, named FILE-<input name>.html)")
 	whole := fs.Bool("no-partition", false, "check kv and multi-register histories as one object with one state instead of\nsplitting them by key (kv still lets the search use the keys' independence)")
-	maxMem := fs.String("max-memory", "4GiB", "give up with verdict unknown when the search needs more memory than this")
+	maxMem := fs.String("max-memory", "4GiB", "give up with verdict unknown when the search (its tables and the model's\nstates) needs more memory than this; it also bounds the input: files of at most\na sixteenth of it, lines of at most a quarter of that (exit 3 beyond)")
 	consistency := fs.String("consistency", "strict-serializable", "list-append and rw-register: the consistency model the history must satisfy")
 	dotDir := fs.String("dot", "", "list-append and rw-register: write one Graphviz file per cycle found into DIR")
 	seqKeys := fs.Bool("sequential-keys", false, "rw-register: assume each key's versions follow process order")
@@ -106,7 +109,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	var check fileCheck
 	switch {
 	case *modelName == isolation.ListAppend || *modelName == isolation.RWRegister:
-		if c := only("linearizability models", "initial", "html", "no-partition", "max-memory"); c != 0 {
+		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
 			return c
 		}
 		if c := only("bank and long-fork", "bank-total", "allow-negative-balances", "group-size"); c != 0 {
@@ -121,9 +124,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		opt := isolation.Options{Workload: *modelName, Consistency: *consistency, SequentialKeys: *seqKeys, LinearizableKeys: *linKeys}
-		check = isolationCheck(opt, *timeout, *dotDir)
+		check = isolationCheck(opt, *dotDir)
 	case slices.Contains(workload.Names(), *modelName):
-		if c := only("linearizability models", "initial", "html", "no-partition", "max-memory", "timeout"); c != 0 {
+		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
 			return c
 		}
 		if c := only("list-append and rw-register", "consistency", "dot", "sequential-keys", "linearizable-keys"); c != 0 {
@@ -145,7 +148,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		if c := only("bank and long-fork", "bank-total", "allow-negative-balances", "group-size"); c != 0 {
 			return c
 		}
-		opt := lincheck.Options{Model: m, Timeout: *timeout, Unpartitioned: *whole}
+		// The deadline comes with the context, from the first byte.
+		opt := lincheck.Options{Model: m, Unpartitioned: *whole}
 		if *initial != "" {
 			v, err := history.ParseValue(*initial)
 			if err != nil {
@@ -156,26 +160,32 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		if opt.MaxMemory, err = parseBytes(*maxMem); err != nil {
 			return usageErr("--max-memory: %v", err)
 		}
+		slog.Debug("bounds", "max_memory", opt.MaxMemory)
 		check = linearCheck(opt, *htmlOut, len(files))
 	}
 
+	maxBytes, err := parseBytes(*maxMem)
+	if err != nil {
+		return usageErr("--max-memory: %v", err)
+	}
+	lim := inputLimits(maxBytes)
 	exit := exitValid
 	sawInvalid, sawUnknown := false, false
 	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			fmt.Fprintf(stderr, "ipfence check: %v\n", err)
-			exit = exitError
-			continue
-		}
-		v, obj, summary, after, err := check(context.Background(), file, data, format, stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "ipfence check: %v\n", err)
+		o := checkFile(file, *timeout, lim, *modelName, format, check)
+		stderr.Write(o.warn.Bytes())
+		if o.err != nil {
+			fmt.Fprintf(stderr, "ipfence check: %v\n", o.err)
+			var le *history.LimitError
+			if errors.As(o.err, &le) {
+				fmt.Fprintf(stderr, "ipfence check: (--max-memory %s bounds the input to %s and each line to %s; raise it to read more)\n",
+					*maxMem, history.Size(lim.MaxBytes), history.Size(lim.MaxLine))
+			}
 			exit = exitError
 			continue
 		}
 		if *asJSON {
-			b, err := json.Marshal(obj)
+			b, err := json.Marshal(o.obj)
 			if err != nil {
 				fmt.Fprintf(stderr, "ipfence check: %s: encoding the result: %v\n", file, err)
 				exit = exitError
@@ -183,15 +193,15 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%s\n", b)
 		} else {
-			fmt.Fprintln(stdout, summary)
+			fmt.Fprintln(stdout, o.summary)
 		}
-		if after != nil {
-			if err := after(); err != nil {
+		if o.after != nil {
+			if err := o.after(); err != nil {
 				fmt.Fprintf(stderr, "ipfence check: %v\n", err)
 				exit = exitError
 			}
 		}
-		switch v {
+		switch o.v {
 		case linear.False:
 			sawInvalid = true
 		case linear.Unknown:
@@ -209,13 +219,120 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	return exitValid
 }
 
+// inputLimits derives the input's bounds from --max-memory. A parsed event
+// takes several times its text (Go values, the search's tables), so the
+// input may use a sixteenth of the budget and a line a quarter of that:
+// with the default 4GiB, 256MiB files and 64MiB lines.
+func inputLimits(maxMem int64) history.Limits {
+	b := max(maxMem/16, 1)
+	return history.Limits{MaxBytes: b, MaxLine: max(b/4, 1)}
+}
+
+// inputShare is how much of --max-memory a history of n bytes is taken to
+// hold once parsed, and so is not left to the search.
+func inputShare(n int, maxMem int64) int64 {
+	return min(int64(n)*8, maxMem/2)
+}
+
+// fileOutcome is how one file's check went.
+type fileOutcome struct {
+	v       linear.Verdict
+	obj     any
+	summary string
+	after   func() error
+	err     error
+	warn    bytes.Buffer
+}
+
+// timeoutResult is the --json object of a file whose time ran out before
+// its checker could answer.
+type timeoutResult struct {
+	File   string         `json:"file"`
+	Model  string         `json:"model"`
+	Valid  linear.Verdict `json:"valid"`
+	Reason string         `json:"reason"`
+	Detail string         `json:"detail"`
+}
+
+// checkFile opens, reads and checks one file within its timeout, which
+// runs from the first byte: opening a FIFO, reading it, parsing and
+// checking all count. The work runs in a goroutine; the searches stop
+// themselves at the deadline, but a parse or a workload checker cannot be
+// interrupted, so the answer is given without them when the time is up.
+func checkFile(file string, timeout time.Duration, lim history.Limits, modelName string, format history.Format, check fileCheck) *fileOutcome {
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	out := &fileOutcome{}
+	var phase atomic.Value // what the work is doing: "opening", "reading", ...
+	phase.Store("opening")
+	done := make(chan *fileOutcome, 1)
+	go func() {
+		o := &fileOutcome{}
+		defer func() { done <- o }()
+		f, err := history.OpenInput(ctx, file)
+		if err != nil {
+			o.err = err
+			return
+		}
+		phase.Store("reading")
+		data, err := history.ReadInput(ctx, file, f, lim)
+		f.Close()
+		if err != nil {
+			o.err = err
+			return
+		}
+		o.v, o.obj, o.summary, o.after, o.err = check(ctx, file, data, format, &o.warn, func(p string) { phase.Store(p) })
+	}()
+	select {
+	case o := <-done:
+		out = o
+	case <-ctx.Done():
+		if p := phase.Load(); p == "opening" || p == "reading" || p == "searching" {
+			// These honour the deadline themselves and say how far they
+			// got.
+			out = <-done
+			break
+		}
+		select {
+		case o := <-done:
+			out = o
+		default:
+			detail := fmt.Sprintf("timed out after %s while %s the history", timeout, phase.Load())
+			out.v = linear.Unknown
+			out.obj = timeoutResult{File: file, Model: modelName, Valid: linear.Unknown, Reason: linear.ReasonTimeout, Detail: detail}
+			out.summary = fmt.Sprintf("%s: unknown (%s): %s", file, modelName, detail)
+			return out
+		}
+	}
+	var re *history.ReadError
+	if errors.As(out.err, &re) && errors.Is(re.Err, context.DeadlineExceeded) {
+		detail := fmt.Sprintf("timed out after %s while reading the history, after %d bytes (on line %d)", timeout, re.Bytes, re.Line)
+		if re.Line == 0 {
+			detail = fmt.Sprintf("timed out after %s while opening the history (a FIFO that no writer opened)", timeout)
+		}
+		return &fileOutcome{v: linear.Unknown, warn: out.warn,
+			obj:     timeoutResult{File: file, Model: modelName, Valid: linear.Unknown, Reason: linear.ReasonTimeout, Detail: detail},
+			summary: fmt.Sprintf("%s: unknown (%s): %s", file, modelName, detail)}
+	}
+	return out
+}
+
 // linearCheck checks linearizability.
 func linearCheck(opt lincheck.Options, htmlOut string, inputs int) fileCheck {
-	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer) (linear.Verdict, any, string, func() error, error) {
+	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
+		phase("parsing")
 		h, err := parseHistory(file, data, format, warn)
 		if err != nil {
 			return 0, nil, "", nil, err
 		}
+		// The parsed history shares the memory bound with the search.
+		opt.MaxMemory -= inputShare(len(data), opt.MaxMemory)
+		data = nil
+		phase("searching")
 		r, err := lincheck.Check(ctx, file, h, opt)
 		if err != nil {
 			return 0, nil, "", nil, err
@@ -248,13 +365,12 @@ type isolationResult struct {
 
 // isolationCheck checks a transactional history against a consistency
 // model.
-func isolationCheck(opt isolation.Options, timeout time.Duration, dotDir string) fileCheck {
-	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer) (linear.Verdict, any, string, func() error, error) {
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
+func isolationCheck(opt isolation.Options, dotDir string) fileCheck {
+	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
+		// The fast reader does not stop at the deadline, but it is linear
+		// in the input, which --max-memory bounds; the cycle searches stop
+		// themselves.
+		phase("searching")
 		if format == "" {
 			// Detection fails only on input the general reader then
 			// explains.
@@ -310,11 +426,15 @@ func writeDOT(dir, file string, r *isolation.Result) error {
 
 // workloadCheck runs one of the Jepsen workload checkers.
 func workloadCheck(name string, opt workload.Options) fileCheck {
-	return func(_ context.Context, file string, data []byte, format history.Format, warn io.Writer) (linear.Verdict, any, string, func() error, error) {
+	return func(_ context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
+		phase("parsing")
 		h, err := parseHistory(file, data, format, warn)
 		if err != nil {
 			return 0, nil, "", nil, err
 		}
+		// The workload checkers take no deadline: checkFile answers
+		// unknown without them when the time is up.
+		phase("checking")
 		r, err := workload.Check(name, h, opt)
 		if err != nil {
 			return 0, nil, "", nil, fmt.Errorf("%s: %w", file, err)

@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ipfence/ipfence/internal/testenv"
 )
@@ -208,4 +210,162 @@ func TestBinary(t *testing.T) {
 	if !strings.Contains(string(out), "process 70 read → 0 (invoked at index 488, completed at index 491)") {
 		t.Fatalf("output: %s", out)
 	}
+}
+
+// runCLIWithin runs the command line and fails the test if it has not
+// returned within a minute: what these tests guard against is a hang.
+func runCLIWithin(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	type res struct {
+		code           int
+		stdout, stderr string
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, o, e := runCLI(args...)
+		ch <- res{c, o, e}
+	}()
+	select {
+	case r := <-ch:
+		return r.code, r.stdout, r.stderr
+	case <-time.After(time.Minute):
+		t.Fatalf("ipfence %s did not return within a minute", strings.Join(args, " "))
+	}
+	return 0, "", ""
+}
+
+func mkfifo(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	return p
+}
+
+// Issue 14: a FIFO whose writer never writes, or that no writer opens,
+// ends at --timeout with verdict unknown (exit 2) instead of hanging; a
+// FIFO whose writer sends a history is checked like a file.
+func TestCheckFIFO(t *testing.T) {
+	t.Run("silent writer", func(t *testing.T) {
+		fifo := mkfifo(t)
+		release := make(chan struct{})
+		defer close(release)
+		go func() {
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			<-release
+			w.Close()
+		}()
+		code, stdout, stderr := runCLIWithin(t, "check", "--timeout", "300ms", fifo)
+		want := fifo + ": unknown (cas-register): timed out after 300ms while reading the history, after 0 bytes (on line 1)"
+		if code != exitUnknown || !strings.Contains(stdout, want) {
+			t.Fatalf("exit %d, want 2 and %q\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
+		}
+	})
+	t.Run("writer stalls mid-history", func(t *testing.T) {
+		fifo := mkfifo(t)
+		release := make(chan struct{})
+		defer close(release)
+		go func() {
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			w.WriteString(validJSONL)
+			<-release
+			w.Close()
+		}()
+		code, stdout, _ := runCLIWithin(t, "check", "--json", "--timeout", "300ms", fifo)
+		var r map[string]any
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != exitUnknown {
+			t.Fatalf("exit %d: %v: %s", code, err, stdout)
+		}
+		if r["valid"] != "unknown" || r["reason"] != "timeout" || r["detail"] != fmt.Sprintf("timed out after 300ms while reading the history, after %d bytes (on line 5)", len(validJSONL)) {
+			t.Errorf("report %v", r)
+		}
+	})
+	t.Run("no writer", func(t *testing.T) {
+		fifo := mkfifo(t)
+		code, stdout, stderr := runCLIWithin(t, "check", "--timeout", "200ms", fifo)
+		want := fifo + ": unknown (cas-register): timed out after 200ms while opening the history (a FIFO that no writer opened)"
+		if code != exitUnknown || !strings.Contains(stdout, want) {
+			t.Fatalf("exit %d, want 2 and %q\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
+		}
+		// The open that waited was released: the FIFO has no reader left,
+		// so a writer that does not wait is refused.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+			t.Errorf("a reader is still waiting on the FIFO")
+		}
+	})
+	t.Run("writer sends a history", func(t *testing.T) {
+		fifo := mkfifo(t)
+		go func() {
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			w.WriteString(staleJSONL)
+			w.Close()
+		}()
+		code, stdout, stderr := runCLIWithin(t, "check", "--timeout", "1m", fifo)
+		if code != exitInvalid || !strings.Contains(stdout, fifo+": NOT linearizable (cas-register, 2 ops") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+	})
+	t.Run("endless line", func(t *testing.T) {
+		// A writer that would send a 1 GB line: the reader stops at the
+		// default line bound (64MiB with --max-memory 4GiB) and says so.
+		fifo := mkfifo(t)
+		go func() {
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			defer w.Close()
+			buf := bytes.Repeat([]byte("x"), 1<<20)
+			for range 1 << 10 {
+				if _, err := w.Write(buf); err != nil {
+					return // the reader gave up
+				}
+			}
+		}()
+		code, stdout, stderr := runCLIWithin(t, "check", fifo)
+		want := fifo + ":1: line 1 is longer than 64MiB, the longest line this reader takes"
+		if code != exitError || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--max-memory 4GiB bounds the input to 256MiB and each line to 64MiB") {
+			t.Fatalf("exit %d, want 3 and %q\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
+		}
+	})
+}
+
+// Issue 14: inputs that used to exhaust memory or hang are refused as bad
+// input (exit 3) with what and where.
+func TestCheckBoundedInput(t *testing.T) {
+	long := write(t, "long.jsonl", `{"type":"invoke","process":0,"f":"read"}`+"\n"+`{"type":"ok","process":0,"f":"read","value":"`+strings.Repeat("y", 20<<10)+`"}`+"\n")
+	big := write(t, "big.jsonl", strings.Repeat(validJSONL, 1000))
+	truncEDN := write(t, "trunc.edn", "[{:process 0 :type :invoke :f :read :value nil}\n {:process 0 :type :ok :f :read :va")
+	truncJSON := write(t, "trunc.json", `[{"process":0,"type":"invoke","f":"read","value":null},`+"\n"+`{"process":0,"type":"ok","f":"re`)
+	cases := []cliCase{
+		{"/dev/zero", []string{"check", "/dev/zero"}, 3, nil, []string{"/dev/zero: is a character device, not a history file"}},
+		{"directory", []string{"check", t.TempDir()}, 3, nil, []string{"is a directory, not a history file"}},
+		{"long line", []string{"check", "--max-memory", "1MiB", long}, 3, nil,
+			[]string{long + ":2: line 2 is longer than 16KiB, the longest line this reader takes", "--max-memory 1MiB bounds the input to 64KiB and each line to 16KiB"}},
+		{"long line fits a larger bound", []string{"check", "--max-memory", "2MiB", long}, 1, []string{"NOT linearizable"}, nil},
+		{"large file", []string{"check", "--max-memory", "1MiB", big}, 3, nil,
+			[]string{fmt.Sprintf("%s: the file holds %d bytes, more than the 64KiB this reader takes", big, 1000*len(validJSONL))}},
+		{"bounds apply to transactional models", []string{"check", "--model", "list-append", "--max-memory", "1MiB", big}, 3, nil,
+			[]string{"more than the 64KiB this reader takes"}},
+		{"bounds apply to workload checkers", []string{"check", "--model", "bank", "--max-memory", "1MiB", big}, 3, nil,
+			[]string{"more than the 64KiB this reader takes"}},
+		{"truncated EDN", []string{"check", truncEDN}, 3, nil, []string{truncEDN + ":2:"}},
+		{"truncated JSON array", []string{"check", truncJSON}, 3, nil, []string{truncJSON + ":2:", "unexpected end of input"}},
+		{"timeout from the first byte", []string{"check", "--timeout", "1ns", big}, 2,
+			[]string{big + ": unknown (cas-register): timed out after 1ns while reading the history, after 0 bytes (on line 1)"}, nil},
+		{"timeout applies to workload checkers", []string{"check", "--model", "bank", "--timeout", "1ns", big}, 2,
+			[]string{big + ": unknown (bank): timed out after 1ns while reading the history"}, nil},
+	}
+	runCases(t, cases)
 }

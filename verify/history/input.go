@@ -1,0 +1,213 @@
+package history
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Limits bound what ReadInput takes in, so that no input (an endless
+// device, a line with no end, a file larger than memory) can exhaust the
+// reader's memory: the bound is checked as the bytes arrive, not after.
+type Limits struct {
+	// MaxBytes bounds the input's size in bytes; 0 means no bound.
+	MaxBytes int64
+	// MaxLine bounds one line in bytes, newline excluded; 0 means no
+	// bound. Every format is bound alike: a JSON array or an EDN vector
+	// written on one line counts as one line.
+	MaxLine int64
+}
+
+// chunk is how much ReadInput asks for at a time: the deadline and the
+// bounds are checked between chunks.
+const chunk = 64 << 10
+
+// ReadInput reads a whole input within ctx and lim. It stops at the first
+// byte beyond a bound with an *InputError naming the line, and when ctx is
+// done with an error wrapping ctx.Err() (a reader that supports read
+// deadlines, such as a pipe opened by OpenInput, is interrupted even while
+// it blocks).
+func ReadInput(ctx context.Context, name string, r io.Reader, lim Limits) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &ReadError{File: name, Err: err, Line: 1}
+	}
+	if d, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok {
+		if dl, has := ctx.Deadline(); has {
+			_ = d.SetReadDeadline(dl)
+		}
+		// A cancellation without a deadline interrupts a blocked read too.
+		stop := context.AfterFunc(ctx, func() { _ = d.SetReadDeadline(time.Now()) })
+		defer stop()
+	}
+	if f, ok := r.(*os.File); ok && lim.MaxBytes > 0 {
+		// A regular file too large is refused before it is read.
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > lim.MaxBytes {
+			return nil, &LimitError{File: name, Limit: lim.MaxBytes, Size: st.Size()}
+		}
+	}
+	var data []byte
+	line, lineStart := 1, 0 // the current line's number and start offset
+	buf := make([]byte, chunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if lim.MaxBytes > 0 && int64(len(data)+n) > lim.MaxBytes {
+				return nil, &LimitError{File: name, Limit: lim.MaxBytes}
+			}
+			base := len(data)
+			data = append(data, buf[:n]...)
+			for i := base; i < len(data); {
+				j := bytes.IndexByte(data[i:], '\n')
+				if j < 0 {
+					break
+				}
+				if lim.MaxLine > 0 && int64(i+j-lineStart) > lim.MaxLine {
+					break
+				}
+				i += j + 1
+				line++
+				lineStart = i
+			}
+			if lim.MaxLine > 0 && int64(len(data)-lineStart) > lim.MaxLine {
+				return nil, &LimitError{File: name, Line: line, Limit: lim.MaxLine}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return data, nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = context.DeadlineExceeded
+			}
+			return nil, &ReadError{File: name, Err: err, Bytes: int64(len(data)), Line: line}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, &ReadError{File: name, Err: err, Bytes: int64(len(data)), Line: line}
+		}
+	}
+}
+
+// LimitError is input beyond a bound of Limits: bad input, refused.
+type LimitError struct {
+	File string
+	// Line is the line longer than Limit; 0 when the whole input is
+	// larger than Limit.
+	Line  int
+	Limit int64
+	// Size is the input's size when it was known before reading; else 0.
+	Size int64
+}
+
+func (e *LimitError) Error() string {
+	switch {
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d: line %d is longer than %s, the longest line this reader takes", e.File, e.Line, e.Line, Size(e.Limit))
+	case e.Size > 0:
+		return fmt.Sprintf("%s: the file holds %s, more than the %s this reader takes", e.File, Size(e.Size), Size(e.Limit))
+	}
+	return fmt.Sprintf("%s: the input is larger than %s, the most this reader takes", e.File, Size(e.Limit))
+}
+
+// ReadError is a read that failed or ran out of time, with how far it got.
+type ReadError struct {
+	File string
+	Err  error
+	// Bytes is how much was read; Line the line the reader was on.
+	Bytes int64
+	Line  int
+}
+
+func (e *ReadError) Error() string {
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return fmt.Sprintf("%s: timed out while reading, after %d bytes (on line %d)", e.File, e.Bytes, e.Line)
+	}
+	return fmt.Sprintf("%s: reading: %v", e.File, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// OpenInput opens a history file for ReadInput. Regular files and pipes
+// (a FIFO, or a shell's process substitution) are accepted; directories,
+// devices and sockets are refused, since /dev/zero or a terminal would be
+// read without end. Opening a FIFO waits for its writer no longer than
+// ctx allows.
+func OpenInput(ctx context.Context, name string) (*os.File, error) {
+	st, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	switch m := st.Mode(); {
+	case m.IsRegular():
+		return os.Open(name)
+	case m&fs.ModeNamedPipe != 0:
+		return openFIFO(ctx, name)
+	case m.IsDir():
+		return nil, &InputError{File: name, Msg: "is a directory, not a history file"}
+	case m&fs.ModeCharDevice != 0:
+		return nil, &InputError{File: name, Msg: "is a character device, not a history file (give a regular file or a pipe)"}
+	case m&fs.ModeDevice != 0:
+		return nil, &InputError{File: name, Msg: "is a block device, not a history file (give a regular file or a pipe)"}
+	case m&fs.ModeSocket != 0:
+		return nil, &InputError{File: name, Msg: "is a socket, not a history file (give a regular file or a pipe)"}
+	}
+	return nil, &InputError{File: name, Msg: fmt.Sprintf("is not a regular file or a pipe (mode %s)", st.Mode())}
+}
+
+// openFIFO opens a FIFO for reading. open(2) blocks until a writer opens
+// it; when ctx ends first, a writer opened here without blocking (which
+// succeeds, as a reader is waiting) releases the blocked open, so that no
+// thread is left behind.
+func openFIFO(ctx context.Context, name string) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(name)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-ctx.Done():
+	}
+	for {
+		w, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			w.Close()
+		}
+		select {
+		case o := <-ch:
+			if o.f != nil {
+				o.f.Close()
+			}
+		case <-time.After(10 * time.Millisecond):
+			// The reader was not waiting yet (ENXIO): try again.
+			continue
+		}
+		break
+	}
+	return nil, &ReadError{File: name, Err: ctx.Err()}
+}
+
+// Size renders a byte count in the units --max-memory takes.
+func Size(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
