@@ -24,10 +24,10 @@
 //	peers:                              # the other nodes
 //	  - {name: n2, url: http://127.0.0.1:7002}
 //	federation:                         # required, with secret_file or tls
-//	  secret_file: secret               # HMAC-SHA256 key, at least 32 bytes once trimmed
+//	  secret_file: secret               # HMAC-SHA256 key, at least 32 bytes once trimmed; not world-readable
 //	  # tls: {cert_file: node.crt, key_file: node.key, ca_file: ca.crt}   # mutual TLS instead
 //	  # max_body: 1MiB
-//	  # replay_window: 30s
+//	  # replay_window: 30s              # at least 1s
 //	providers:                          # reference: provider
 //	  sim:
 //	    type: cloudsim                  # cloudsim, aws or memory
@@ -40,7 +40,7 @@
 //	    # l2_domain: dc1-vlan100        # set: an on-premises (proxy-ARP) pool
 //	    addresses: [10.0.0.10, 10.0.0.20-10.0.0.29]   # a range is inclusive; each address once per file
 //	    members:                        # this node or peers; lower priority wins
-//	      - {node: n1, priority: 1, target: eni-n1}
+//	      - {node: n1, priority: 1, target: eni-n1}   # a cloud NIC belongs to one node
 //	approval:                           # without it, every action waits for an operator
 //	  auto: true
 //	  providers: ["*"]                  # with auto, the three lists are required
@@ -48,12 +48,12 @@
 //	  cidrs: [10.0.0.0/24]
 //	  # max_per_run: 100
 //	timing:
-//	  # reconcile_interval: 1s
+//	  # reconcile_interval: 1s          # at least 10ms, as heartbeat_interval
 //	  # heartbeat_interval: 500ms
 //	  # heartbeat_ttl: 1.5s             # 3 × heartbeat_interval; must be longer than it
 //	  # promotion_hold: 0s
 //	  # deprovision_hold: 0s
-//	  # running_timeout: 1m
+//	  # running_timeout: 1m             # at least 100ms
 //
 // Relative paths (data_dir, secret_file, the tls files) are relative to the
 // file's folder.

@@ -31,6 +31,8 @@ type refs struct {
 	nodeOK    bool
 	peers     map[string]int
 	providers map[string]bool
+	// types maps a provider reference to its type.
+	types map[string]string
 }
 
 // node checks the top-level mapping and every section under it. Sections
@@ -60,8 +62,12 @@ func (p *parser) node(root *yaml.Node) *Node {
 			n.StatePath = filepath.Join(n.DataDir, "state.db")
 		}
 	}
-	n.Peers, r.peers = p.peers(s, r.node)
+	n.Peers, r.peers = p.peers(s, r.node, n.Advertise)
 	n.Providers, r.providers = p.providers(s)
+	r.types = make(map[string]string, len(n.Providers))
+	for name, prov := range n.Providers {
+		r.types[name] = prov.Type
+	}
 	n.Pools = p.pools(s, &r)
 	n.Approval = p.approval(s, r.providers)
 	n.Timing = p.timing(s)
@@ -138,9 +144,12 @@ func (p *parser) addresses(s *section, tls bool) (listen, advertise string) {
 	return listen, "http://" + listen
 }
 
-// peers checks the peers list.
-func (p *parser) peers(s *section, self string) ([]Peer, map[string]int) {
+// peers checks the peers list. self and advertise are this node's name
+// and URL: a peer at this node's own URL would be this node talking to
+// itself, counted as a second member towards every majority.
+func (p *parser) peers(s *section, self, advertise string) ([]Peer, map[string]int) {
 	names := make(map[string]int)
+	urls := make(map[string]int)
 	items, ok := p.optionalList(s, "peers")
 	if !ok {
 		return nil, names
@@ -170,8 +179,20 @@ func (p *parser) peers(s *section, self string) ([]Peer, map[string]int) {
 			}
 		}
 		if un != nil {
+			uf := child(field, "url")
 			if msg := checkURL(url); msg != "" {
-				p.fail(un, child(field, "url"), "%s", msg)
+				p.fail(un, uf, "%s", msg)
+			} else {
+				same := sameURL(url)
+				line, dup := urls[same]
+				switch {
+				case advertise != "" && same == sameURL(advertise):
+					p.fail(un, uf, "%s is this node's own address (advertise %s); peers lists only the other nodes", url, advertise)
+				case dup:
+					p.fail(un, uf, "%s is already the URL of the peer at line %d; each peer has its own", url, line)
+				default:
+					urls[same] = un.Line
+				}
 			}
 		}
 		out = append(out, Peer{Name: name, URL: url})
@@ -224,6 +245,8 @@ func (p *parser) federation(s *section) Federation {
 	if v, ok := sec.vals["replay_window"]; ok {
 		if d, ok := p.duration(v, "federation.replay_window"); ok && d == 0 {
 			p.fail(v, "federation.replay_window", "must be greater than 0")
+		} else if ok && d < time.Second {
+			p.fail(v, "federation.replay_window", "must be at least 1s, found %s: clocks that far apart would refuse every request", d)
 		} else if ok {
 			fed.ReplayWindow = d
 		}
@@ -256,6 +279,11 @@ func (p *parser) secret(n *yaml.Node, name string) []byte {
 		return nil
 	case !info.Mode().IsRegular():
 		p.fail(n, field, "secret file %s is not a regular file", path)
+		return nil
+	case info.Mode().Perm()&0o004 != 0:
+		// A secret every local user can read lets every local user forge
+		// node events; refusing it is how ssh treats a private key.
+		p.fail(n, field, "secret file %s is readable by every user (mode %#o); make it private: chmod 600 %s", path, info.Mode().Perm(), path)
 		return nil
 	case info.Size() > maxSecretFile:
 		p.fail(n, field, "secret file %s holds %d bytes; a secret file holds at most %d", path, info.Size(), maxSecretFile)
@@ -465,6 +493,7 @@ func (p *parser) pools(s *section, r *refs) []capture.Pool {
 	var out []capture.Pool
 	names := make(map[string]int)
 	seen := make(map[netip.Addr]place)
+	nics := make(map[[2]string]nicUse)
 	total := 0
 	for i, it := range items {
 		field := index("pools", i)
@@ -504,7 +533,7 @@ func (p *parser) pools(s *section, r *refs) []capture.Pool {
 			}
 		}
 		pool.Addresses = p.poolAddresses(ps, seen, &total)
-		pool.Members = p.members(ps, r)
+		pool.Members = p.members(ps, r, pool.Provider, nics)
 		out = append(out, pool)
 	}
 	return out
@@ -578,8 +607,18 @@ func (p *parser) poolAddresses(ps *section, seen map[netip.Addr]place, total *in
 	return out
 }
 
-// members checks a pool's members.
-func (p *parser) members(ps *section, r *refs) []capture.Member {
+// nicUse is the member that first named a capture target of a provider.
+type nicUse struct {
+	node  string
+	line  int
+	field string
+}
+
+// members checks a pool's members. nics maps every (provider, target)
+// pair named so far, in any pool, to its first member: one NIC belongs to
+// one node, and two members sharing it would each believe they hold
+// what the other holds.
+func (p *parser) members(ps *section, r *refs, provider string, nics map[[2]string]nicUse) []capture.Member {
 	items, ok := p.optionalList(ps, "members")
 	if !ok {
 		if _, set := ps.vals["members"]; !set {
@@ -622,8 +661,16 @@ func (p *parser) members(ps *section, r *refs) []capture.Member {
 			ms.missing(p, "priority")
 		}
 		if target, tn := ms.text(p, "target", true); tn != nil {
+			tf := child(mf, "target")
 			if strings.TrimSpace(target) == "" {
-				p.fail(tn, child(mf, "target"), "must not be empty: the NIC id or interface that holds the address on %s", m.Node)
+				p.fail(tn, tf, "must not be empty: the NIC id or interface that holds the address on %s", m.Node)
+			} else if r.types[provider] == TypeOnPrem {
+				// On premises a target is an interface on the member's
+				// own host: every host may have its eth0.
+			} else if use, ok := nics[[2]string{provider, target}]; ok && use.node != m.Node {
+				p.fail(tn, tf, "%s is already the target of %s at line %d (%s); two members cannot share one NIC", target, use.node, use.line, use.field)
+			} else if !ok {
+				nics[[2]string{provider, target}] = nicUse{m.Node, tn.Line, tf}
 			}
 			m.Target = target
 		}
@@ -704,6 +751,23 @@ func (p *parser) approval(s *section, providers map[string]bool) policy.Policy {
 	return pol
 }
 
+// timingFloor is the least value a timing setting may take, when set: a
+// node ticking faster spends its time on timers, fsyncs and requests
+// instead of work, and its peers' views flap.
+var timingFloor = map[string]time.Duration{
+	"reconcile_interval": 10 * time.Millisecond,
+	"heartbeat_interval": 10 * time.Millisecond,
+	"heartbeat_ttl":      20 * time.Millisecond,
+	"running_timeout":    100 * time.Millisecond,
+}
+
+var timingFloorWhy = map[string]string{
+	"reconcile_interval": "each pass reads and writes the state file",
+	"heartbeat_interval": "each heartbeat is a request to every peer",
+	"heartbeat_ttl":      "a member would go stale between two heartbeats",
+	"running_timeout":    "a provider call in progress would be requeued and repeated",
+}
+
 // timing checks the timing section and fills in its defaults.
 func (p *parser) timing(s *section) Timing {
 	t := Timing{
@@ -726,6 +790,10 @@ func (p *parser) timing(s *section) Timing {
 		d, ok := p.duration(v, field)
 		if ok && positive && d == 0 {
 			p.fail(v, field, "must be greater than 0")
+			return false
+		}
+		if floor := timingFloor[key]; ok && d > 0 && d < floor {
+			p.fail(v, field, "must be at least %s, found %s: %s", floor, d, timingFloorWhy[key])
 			return false
 		}
 		if ok {

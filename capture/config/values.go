@@ -45,6 +45,18 @@ func checkURL(s string) string {
 	return ""
 }
 
+// sameURL is u in the form two URLs of one node compare equal in: the
+// scheme and host lowercased, without a trailing slash. u is valid.
+func sameURL(u string) string {
+	v, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	v.Scheme, v.Host = strings.ToLower(v.Scheme), strings.ToLower(v.Host)
+	v.Path = strings.TrimSuffix(v.Path, "/")
+	return v.String()
+}
+
 // checkListen reports why s is not host:port with a numeric port, or "";
 // wildcard says whether the host is empty or unspecified (0.0.0.0, ::),
 // which binds every interface but is no address a peer can dial.
