@@ -451,7 +451,8 @@ const timelineScript = `</script>
       ctx.fillStyle = out(i) === 1 || out(i) >= 4 ? "#fff" : "#1d232b";
       // A read's invoke value says nothing: leave it to the tooltip.
       var v = D.vals[D.v[i]];
-      ctx.fillText(D.fs[D.f[i]] + (v === "null" || v === "" ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
+      // A lane event's text says what it is; its detail is for the tooltip.
+      ctx.fillText(D.fs[D.f[i]] + (v === "null" || out(i) >= 5 ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
       ctx.restore();
     });
 
@@ -750,6 +751,10 @@ const timelineScript = `</script>
     x: function (t) { return view.getBoundingClientRect().left + xOf(t); }
   };
 
+  // The label column fits the longest lane name, within reason.
+  ctx.font = "11px system-ui, sans-serif";
+  D.lanes.forEach(function (n) { LABEL = Math.max(LABEL, Math.ceil(ctx.measureText(n + " +99").width) + 12); });
+  LABEL = Math.min(LABEL, 200);
   header();
   resize();
   // A lane per process when each gets at least 4 px, else a row per worker.
