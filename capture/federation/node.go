@@ -3,8 +3,11 @@ package federation
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +19,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/auth"
 )
 
 // Peer is another node of the cluster.
@@ -45,12 +51,48 @@ type Config struct {
 	Logger *slog.Logger
 	// OnChange is called, outside the node's lock, after an event changed
 	// the state in a way the reconcile loop cares about (anything but a
-	// heartbeat), and when a node's liveness changed.
+	// heartbeat), when a node's liveness changed, when a peer acknowledged
+	// an epoch record (see Unreplicated), and when the node synced.
 	OnChange func()
+	// Keys are the capture keys of the configuration: an epoch or status
+	// event naming another key is refused, and stored ones are dropped at
+	// open. nil admits any well-formed key.
+	Keys map[capture.Key]bool
+	// MaxJump is the door's jump window (see DefaultMaxJump); 0 means the
+	// default.
+	MaxJump uint64
+	// RequireSender makes the handler insist that a batch's From is a
+	// peer and is the name the request authenticated as (auth.Node): the
+	// certificate's name under mutual TLS, the signed node name under
+	// HMAC. The daemon sets it; tests of the bare protocol do not.
+	RequireSender bool
 }
 
 // Path of the federation endpoint on every node.
 const Path = "/v1/federation/events"
+
+// RecordsPath is where a node answers a peer's pull: GET it for Records.
+const RecordsPath = "/v1/federation/records"
+
+// Records is a node's answer to a pull: everything it holds, and whether
+// it is synced itself (a node that lost its state and has not caught up
+// answers too, but its answer does not count towards a puller's majority).
+type Records struct {
+	Node        string  `json:"node"`
+	Incarnation string  `json:"incarnation"`
+	Synced      bool    `json:"synced"`
+	Lamport     uint64  `json:"lamport"`
+	Events      []Event `json:"events"`
+	// Genesis is, for a node that synced at a cluster's first start, the
+	// incarnation of every peer it saw new then. A peer still in that
+	// incarnation has lost nothing since, so it may sync at once: without
+	// this, peers that pulled before and after the first one synced would
+	// each wait for the other.
+	Genesis map[string]string `json:"genesis,omitempty"`
+}
+
+// maxRecords bounds the answer to a pull that a node reads.
+const maxRecords = 64 << 20
 
 // Batch is what one node sends another.
 type Batch struct {
@@ -96,6 +138,26 @@ type Node struct {
 	lastBatch map[string]time.Time
 	live      map[string]MemberState
 	stats     map[string]*PeerStats
+	// refused counts events refused at the door, by reason; logged counts
+	// the refusals logged, so that a flood does not flood the log.
+	refused map[string]uint64
+	// incarnation names this life of the node's log: it is made when the
+	// log is created, so a wiped data dir is a new incarnation.
+	incarnation string
+	// synced: this incarnation has learned the cluster's records from a
+	// majority of its peers (or was never without them). Until then the
+	// node must act for nothing (see Synced).
+	synced bool
+	// pulled are the peers whose answer to this node's pull was read, and
+	// whether each was synced.
+	pulled map[string]bool
+	// pulledInc is the incarnation each pulled peer answered with, and
+	// genesis the incarnations seen at a first start (see Records).
+	pulledInc map[string]string
+	genesis   map[string]string
+	// writeHook, when set, runs before every write to the log; an error
+	// fails the write. Tests use it to make the disk fail.
+	writeHook func() error
 }
 
 // PeerStats describe delivery to one peer.
@@ -107,7 +169,10 @@ type PeerStats struct {
 	LastError     string
 }
 
-// Open opens (creating) the node's log and loads what it holds.
+// Open opens (creating) the node's log and loads what it holds. Stored
+// events that no longer fit the configuration (an origin or member that
+// left, a key no pool has, a counter out of bounds) are dropped, from the
+// file too, so that the state stays bounded by the configuration.
 func Open(cfg Config) (*Node, error) {
 	if cfg.Client == nil {
 		cfg.Client = http.DefaultClient
@@ -119,7 +184,8 @@ func Open(cfg Config) (*Node, error) {
 		cfg.Heartbeat = 500 * time.Millisecond
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, state: NewState(), outbox: map[string]map[string]bool{},
-		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{}, stats: map[string]*PeerStats{}}
+		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{}, stats: map[string]*PeerStats{},
+		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,19 +203,28 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("opening federation log %s: %w", cfg.Path, err)
 	}
 	n.db = db
+	lim := n.limits()
+	dropped := 0
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bEvents, bOutbox, bMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		if v := tx.Bucket(bMeta).Get([]byte("seq")); len(v) == 8 {
+		meta := tx.Bucket(bMeta)
+		if v := meta.Get([]byte("seq")); len(v) == 8 {
 			n.seq = binary.BigEndian.Uint64(v)
 		}
-		err := tx.Bucket(bEvents).ForEach(func(k, v []byte) error {
+		evs := tx.Bucket(bEvents)
+		var drop [][]byte
+		err := evs.ForEach(func(k, v []byte) error {
 			var e Event
 			if err := json.Unmarshal(v, &e); err != nil {
 				return fmt.Errorf("event %s: %w", k, err)
+			}
+			if !keep(&e, lim) || string(k) != e.Register() {
+				drop = append(drop, bytes.Clone(k))
+				return nil
 			}
 			n.state.Apply(e)
 			return nil
@@ -157,21 +232,95 @@ func Open(cfg Config) (*Node, error) {
 		if err != nil {
 			return err
 		}
-		return tx.Bucket(bOutbox).ForEach(func(k, _ []byte) error {
+		for _, k := range drop {
+			if err := evs.Delete(k); err != nil {
+				return err
+			}
+		}
+		dropped = len(drop)
+		box := tx.Bucket(bOutbox)
+		var stale [][]byte
+		err = box.ForEach(func(k, _ []byte) error {
 			peer, reg, ok := strings.Cut(string(k), "\x00")
-			if box, known := n.outbox[peer]; ok && known {
-				box[reg] = true
+			if q, known := n.outbox[peer]; ok && known && evs.Get([]byte(reg)) != nil {
+				q[reg] = true
+			} else {
+				stale = append(stale, bytes.Clone(k))
 			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		for _, k := range stale {
+			if err := box.Delete(k); err != nil {
+				return err
+			}
+		}
+		// A log without an incarnation is new (a first start, or a
+		// wiped or replaced data dir) unless it holds events, which only
+		// a log written before incarnations existed does.
+		if inc := meta.Get([]byte("incarnation")); len(inc) > 0 {
+			n.incarnation = string(inc)
+			n.synced = string(meta.Get([]byte("synced"))) == "1"
+			if g := meta.Get([]byte("genesis")); len(g) > 0 {
+				if err := json.Unmarshal(g, &n.genesis); err != nil {
+					return fmt.Errorf("genesis record: %w", err)
+				}
+			}
+		} else {
+			var b [16]byte
+			rand.Read(b[:])
+			n.incarnation = hex.EncodeToString(b[:])
+			n.synced = n.seq > 0 || len(n.state.regs) > 0
+			if err := meta.Put([]byte("incarnation"), []byte(n.incarnation)); err != nil {
+				return err
+			}
+			if err := meta.Put([]byte("synced"), syncedValue(n.synced)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("federation log %s: %w", cfg.Path, err)
 	}
+	if dropped > 0 {
+		n.log.Warn("dropped stored federation events that no longer fit the configuration", "count", dropped)
+	}
+	if n.seq >= MaxValue {
+		db.Close()
+		return nil, fmt.Errorf("federation log %s: the sequence number %d is out of bounds", cfg.Path, n.seq)
+	}
 	// The reserved block may have been used in part: start after it.
 	n.reserved = n.seq
+	if len(cfg.Peers) == 0 {
+		n.synced = true // nobody to learn from, nobody to disagree with
+	}
 	return n, nil
+}
+
+func syncedValue(ok bool) []byte {
+	if ok {
+		return []byte("1")
+	}
+	return []byte("0")
+}
+
+// limits are the door's limits for this node.
+func (n *Node) limits() Limits {
+	return Limits{Self: n.cfg.Node, Nodes: n.nodes, Keys: n.cfg.Keys, MaxJump: n.cfg.MaxJump}
+}
+
+// update runs a write transaction on the log, through the test hook.
+func (n *Node) update(fn func(*bolt.Tx) error) error {
+	if n.writeHook != nil {
+		if err := n.writeHook(); err != nil {
+			return err
+		}
+	}
+	return n.db.Update(fn)
 }
 
 // Close closes the log.
@@ -181,11 +330,16 @@ func (n *Node) Close() error { return n.db.Close() }
 func (n *Node) Nodes() []string { return slices.Clone(n.nodes) }
 
 // nextSeq returns a new sequence number, reserving a block on disk when
-// the current one is used up. Called with n.mu held.
+// the current one is used up. Called with n.mu held. It refuses to go past
+// MaxValue: a peer keeps the newest heartbeat by seq, so a wrapped number
+// would make every later heartbeat of this node look old.
 func (n *Node) nextSeq() (uint64, error) {
-	if n.seq == n.reserved {
-		next := n.reserved + seqBlock
-		err := n.db.Update(func(tx *bolt.Tx) error {
+	if n.seq >= MaxValue-1 {
+		return 0, fmt.Errorf("the sequence number is at %d, the most it may reach", n.seq)
+	}
+	if n.seq >= n.reserved {
+		next := min(n.seq+seqBlock, MaxValue-1)
+		err := n.update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bMeta).Put([]byte("seq"), binary.BigEndian.AppendUint64(nil, next))
 		})
 		if err != nil {
@@ -197,23 +351,34 @@ func (n *Node) nextSeq() (uint64, error) {
 	return n.seq, nil
 }
 
-// Emit makes a new event of this node, applies it and queues it for every
-// peer. fill sets the kind-specific fields.
+// Emit makes a new event of this node, persists it, applies it and queues
+// it for every peer, in that order: when the write fails it returns the
+// error and nothing changed, in memory or for the peers. fill sets the
+// kind-specific fields.
 func (n *Node) Emit(kind Kind, subject string, fill func(*Event)) (Event, error) {
 	n.mu.Lock()
+	lamport, err := n.state.Next()
+	if err != nil {
+		n.mu.Unlock()
+		return Event{}, err
+	}
 	seq, err := n.nextSeq()
 	if err != nil {
 		n.mu.Unlock()
 		return Event{}, fmt.Errorf("numbering an event: %w", err)
 	}
-	e := Event{Origin: n.cfg.Node, Seq: seq, Lamport: n.state.Stamp(), Time: n.cfg.Clock().UnixNano(), Kind: kind, Subject: subject}
+	e := Event{Origin: n.cfg.Node, Seq: seq, Lamport: lamport, Time: n.cfg.Clock().UnixNano(), Kind: kind, Subject: subject}
 	if fill != nil {
 		fill(&e)
 	}
-	if kind == Heartbeat && n.first == 0 {
+	if e.Record != nil && uint64(e.Record.Epoch) >= MaxValue {
+		n.mu.Unlock()
+		return Event{}, fmt.Errorf("epoch %d of %s is out of bounds", e.Record.Epoch, subject)
+	}
+	_, err = n.applyLocked([]Event{e}, "", true)
+	if err == nil && kind == Heartbeat && n.first == 0 {
 		n.first = e.Time
 	}
-	_, err = n.applyLocked([]Event{e}, "")
 	n.mu.Unlock()
 	if err != nil {
 		return Event{}, err
@@ -225,67 +390,148 @@ func (n *Node) Emit(kind Kind, subject string, fill func(*Event)) (Event, error)
 	return e, nil
 }
 
-// applyLocked applies events, persists the durable ones that were new, and
-// queues every new one for the peers other than from, in one transaction.
-func (n *Node) applyLocked(events []Event, from string) (int, error) {
+// applyLocked persists the durable events that are new, with their outbox
+// entries for the peers other than from (when relay), in one transaction,
+// and only then applies them to the state and queues them in memory. When
+// the write fails nothing changed: persist, then act. Called with n.mu
+// held; the events were checked.
+func (n *Node) applyLocked(events []Event, from string, relay bool) (int, error) {
+	// Which events are new, as if applied in order, without applying.
+	pending := map[string]Event{}
 	var fresh []Event
 	for _, e := range events {
-		if n.state.Apply(e) {
-			fresh = append(fresh, e)
+		reg := e.Register()
+		if cur, ok := pending[reg]; ok {
+			if !newer(&e, &cur) {
+				continue
+			}
+		} else if !n.state.newerThanHeld(&e) {
+			continue
 		}
+		pending[reg] = e
+		fresh = append(fresh, e)
 	}
-	if len(fresh) == 0 {
-		return 0, nil
-	}
-	var durable []Event
-	for _, e := range fresh {
-		for peer, box := range n.outbox {
+	queue := func(e Event) []string {
+		if !relay {
+			return nil
+		}
+		var to []string
+		for peer := range n.outbox {
 			if peer != from && peer != e.Origin {
-				box[e.Register()] = true
+				to = append(to, peer)
 			}
 		}
+		return to
+	}
+	var durable []Event
+	for _, e := range pending {
 		if e.Kind.Durable() {
 			durable = append(durable, e)
 		}
 	}
-	if len(durable) == 0 {
-		return len(fresh), nil
-	}
-	err := n.db.Update(func(tx *bolt.Tx) error {
-		evs, box := tx.Bucket(bEvents), tx.Bucket(bOutbox)
-		for _, e := range durable {
-			v, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			reg := e.Register()
-			if err := evs.Put([]byte(reg), v); err != nil {
-				return err
-			}
-			for peer := range n.outbox {
-				if peer != from && peer != e.Origin {
+	if len(durable) > 0 {
+		err := n.update(func(tx *bolt.Tx) error {
+			evs, box := tx.Bucket(bEvents), tx.Bucket(bOutbox)
+			for _, e := range durable {
+				v, err := json.Marshal(e)
+				if err != nil {
+					return err
+				}
+				reg := e.Register()
+				if err := evs.Put([]byte(reg), v); err != nil {
+					return err
+				}
+				for _, peer := range queue(e) {
 					if err := box.Put([]byte(peer+"\x00"+reg), nil); err != nil {
 						return err
 					}
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("persisting %d events: %w", len(durable), err)
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("persisting %d events: %w", len(durable), err)
+	}
+	for _, e := range events {
+		n.state.Apply(e)
+	}
+	for _, e := range fresh {
+		for _, peer := range queue(e) {
+			n.outbox[peer][e.Register()] = true
+		}
 	}
 	return len(fresh), nil
 }
 
-// Receive takes a batch from a peer (already authenticated). Events that
-// are not newer than what this node holds change nothing; new ones are
-// relayed to the other peers.
-func (n *Node) Receive(b Batch) (int, error) {
+// refuse counts and logs an event refused at the door. Called with n.mu
+// held.
+func (n *Node) refuse(reason string, err error, from string) {
+	n.refused[reason]++
+	if c := n.refused[reason]; c <= 10 || c&(c-1) == 0 {
+		n.log.Warn("federation event refused", "reason", reason, "from", from, "err", err, "refused", c)
+	}
+}
+
+// Refused returns how many events were refused at the door, by reason
+// (the Refused constants), each present even at zero.
+func (n *Node) Refused() map[string]uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[string]uint64, len(refusalReasons))
+	for _, r := range refusalReasons {
+		out[r] = n.refused[r]
+	}
+	return out
+}
+
+// ErrAllRefused is returned by Receive when a batch held events and the
+// door refused every one.
+var ErrAllRefused = errors.New("every event of the batch was refused")
+
+// Receive takes a batch from a peer (already authenticated). Every event
+// goes through the door first (see State.Check): one that is refused is
+// counted and logged, and never applied nor relayed. Events that are not
+// newer than what this node holds change nothing; new ones are persisted,
+// then applied, then relayed to the other peers. It returns how many were
+// applied and how many refused; the error is a write failure (nothing of
+// the batch was applied), or ErrAllRefused.
+func (n *Node) Receive(b Batch) (applied, refused int, err error) {
+	n.mu.Lock()
+	if _, peer := n.outbox[b.From]; !peer {
+		n.refuse(RefusedSender, fmt.Errorf("batch from %q, which is not a peer", b.From), b.From)
+		n.mu.Unlock()
+		return 0, len(b.Events), fmt.Errorf("batch from %q, which is not a peer: %w", b.From, ErrAllRefused)
+	}
+	ok := make([]Event, 0, len(b.Events))
+	var firstErr error
 	for i := range b.Events {
-		if err := b.Events[i].Validate(); err != nil {
-			return 0, err
+		e := &b.Events[i]
+		if reason, err := n.state.Check(e, n.limits()); reason != "" {
+			n.refuse(reason, err, b.From)
+			refused++
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
 		}
+		ok = append(ok, *e)
+	}
+	applied, err = n.applyLocked(ok, b.From, true)
+	if err == nil {
+		n.lastBatch[b.From] = time.Now()
+	}
+	changed := false
+	if applied > 0 {
+		for _, e := range ok {
+			if e.Kind != Heartbeat {
+				changed = true
+			}
+		}
+	}
+	n.mu.Unlock()
+	if err != nil {
+		return 0, refused, err
 	}
 	if ch, ok := n.heard[b.From]; ok {
 		select {
@@ -293,29 +539,16 @@ func (n *Node) Receive(b Batch) (int, error) {
 		default:
 		}
 	}
-	n.mu.Lock()
-	applied, err := n.applyLocked(b.Events, b.From)
-	if err == nil {
-		if _, peer := n.outbox[b.From]; peer {
-			n.lastBatch[b.From] = time.Now()
-		}
-	}
-	changed := false
-	if applied > 0 {
-		for _, e := range b.Events {
-			if e.Kind != Heartbeat {
-				changed = true
-			}
-		}
-	}
-	n.mu.Unlock()
 	if applied > 0 {
 		n.kick(b.From)
 	}
 	if changed && n.cfg.OnChange != nil {
 		n.cfg.OnChange()
 	}
-	return applied, err
+	if len(b.Events) > 0 && refused == len(b.Events) {
+		return 0, refused, fmt.Errorf("%w: %v", ErrAllRefused, firstErr)
+	}
+	return applied, refused, nil
 }
 
 // InContact reports whether a majority of the cluster, this node included,
@@ -338,12 +571,32 @@ func (n *Node) InContact(window time.Duration) bool {
 	return heard >= len(n.nodes)/2+1
 }
 
-// Handler serves the federation endpoint: POST a Batch, get
-// {"applied":N}. Authentication is the caller's middleware.
+// Handler serves the federation endpoints: POST a Batch to Path and get
+// {"applied":N,"refused":M}; GET RecordsPath for this node's Records.
+// Authentication is the caller's middleware; with RequireSender the
+// authenticated name must be a peer, and a batch's From that name.
 func (n *Node) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sender := auth.Node(r.Context())
+		if n.cfg.RequireSender {
+			if _, peer := n.outbox[sender]; !peer {
+				n.mu.Lock()
+				n.refuse(RefusedSender, fmt.Errorf("request authenticated as %q, which is not a peer", sender), sender)
+				n.mu.Unlock()
+				writeJSON(w, http.StatusForbidden, map[string]string{"error": fmt.Sprintf("%q is not a peer of %s", sender, n.cfg.Node)})
+				return
+			}
+		}
+		if r.URL.Path == RecordsPath {
+			if r.Method != http.MethodGet {
+				writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "GET the records"})
+				return
+			}
+			writeJSON(w, http.StatusOK, n.records())
+			return
+		}
 		if r.Method != http.MethodPost {
-			http.Error(w, `{"error":"POST a batch of events"}`, http.StatusMethodNotAllowed)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "POST a batch of events"})
 			return
 		}
 		var b Batch
@@ -357,13 +610,31 @@ func (n *Node) Handler() http.Handler {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("batch of %d events, at most %d", len(b.Events), maxBatch)})
 			return
 		}
-		applied, err := n.Receive(b)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		if n.cfg.RequireSender && b.From != sender {
+			n.mu.Lock()
+			n.refuse(RefusedSender, fmt.Errorf("batch says it is from %q, but the request authenticated as %q", b.From, sender), sender)
+			n.mu.Unlock()
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": fmt.Sprintf("batch from %q sent by %q", b.From, sender)})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]int{"applied": applied})
+		applied, refused, err := n.Receive(b)
+		switch {
+		case errors.Is(err, ErrAllRefused):
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		case err != nil:
+			// A write failed: nothing was applied; the sender retries.
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		default:
+			writeJSON(w, http.StatusOK, map[string]int{"applied": applied, "refused": refused})
+		}
 	})
+}
+
+// records is this node's answer to a pull.
+func (n *Node) records() Records {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return Records{Node: n.cfg.Node, Incarnation: n.incarnation, Synced: n.synced, Lamport: n.state.lamport, Events: n.state.Events(), Genesis: n.genesis}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -419,6 +690,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for _, p := range n.cfg.Peers {
 		wg.Go(func() { n.deliverLoop(ctx, p) })
 	}
+	wg.Go(func() { n.syncLoop(ctx) })
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
 	// Liveness is looked at more often than heartbeats go out, so that a
@@ -556,6 +828,7 @@ func (n *Node) deliver(ctx context.Context, p Peer) error {
 	st.Delivered += uint64(len(b.Events))
 	st.LastDelivered = n.cfg.Clock()
 	var done [][]byte
+	epochAcked := false
 	for _, e := range b.Events {
 		cur, _ := n.state.Get(e.Register())
 		if cur.Origin == e.Origin && cur.Seq == e.Seq {
@@ -563,12 +836,20 @@ func (n *Node) deliver(ctx context.Context, p Peer) error {
 			if e.Kind.Durable() {
 				done = append(done, []byte(p.Name+"\x00"+e.Register()))
 			}
+			epochAcked = epochAcked || e.Kind == Epoch
 		}
+	}
+	if epochAcked && n.cfg.OnChange != nil {
+		// An epoch record reached one more peer: a pass waiting for it
+		// (see Unreplicated) may act now.
+		go n.cfg.OnChange()
 	}
 	if len(done) == 0 {
 		return nil
 	}
-	return n.db.Update(func(tx *bolt.Tx) error {
+	// Forgetting an acknowledgement is harmless (the event is sent again),
+	// so memory may run ahead of the file here.
+	return n.update(func(tx *bolt.Tx) error {
 		box := tx.Bucket(bOutbox)
 		for _, k := range done {
 			if err := box.Delete(k); err != nil {
@@ -577,6 +858,258 @@ func (n *Node) deliver(ctx context.Context, p Peer) error {
 		}
 		return nil
 	})
+}
+
+// ReplicationQuorum is how many peers must hold an epoch record before
+// this node acts at it: with this node, a majority of the cluster. A node
+// that loses its state learns the line back from PullQuorum peers, and
+// any two such sets meet (ReplicationQuorum + PullQuorum = the number of
+// peers + 1), so the epoch of every action ever executed is learned back.
+func (n *Node) ReplicationQuorum() int { return len(n.nodes) / 2 }
+
+// PullQuorum is how many synced peers a node that lost its state must
+// learn the records of before it may act (see ReplicationQuorum).
+func (n *Node) PullQuorum() int { return len(n.nodes) - 1 - n.ReplicationQuorum() + 1 }
+
+// Unreplicated returns, of the keys given with the epoch this node is
+// about to act at, those whose epoch record the federation does not hold
+// at that epoch or higher, or that fewer than ReplicationQuorum peers are
+// known to hold: a peer holds a register's newest event when it is not in
+// the outbox for that peer (it acknowledged it, or it sent it). The outbox
+// is persisted, so this survives restarts.
+func (n *Node) Unreplicated(want map[capture.Key]capture.Epoch) []capture.Key {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	need := n.ReplicationQuorum()
+	var out []capture.Key
+	for k, ep := range want {
+		reg := "epoch|" + k.String()
+		cur, ok := n.state.regs[reg]
+		if !ok || cur.Record == nil || cur.Record.Epoch < ep {
+			out = append(out, k)
+			continue
+		}
+		held := 0
+		for _, box := range n.outbox {
+			if !box[reg] {
+				held++
+			}
+		}
+		if held < need {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, capture.Key.Compare)
+	return out
+}
+
+// Incarnation names this life of the node's log.
+func (n *Node) Incarnation() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.incarnation
+}
+
+// Synced reports whether this node may act: it was never without its
+// state, or it has since learned the records of PullQuorum synced peers
+// (or of every peer, none synced: a cluster starting for the first time).
+// When it may not, why says what it waits for.
+func (n *Node) Synced() (ok bool, why string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.syncedLocked()
+}
+
+func (n *Node) syncedLocked() (bool, string) {
+	if n.synced {
+		return true, ""
+	}
+	var synced, unsynced []string
+	for p, s := range n.pulled {
+		if s {
+			synced = append(synced, p)
+		} else {
+			unsynced = append(unsynced, p)
+		}
+	}
+	slices.Sort(synced)
+	slices.Sort(unsynced)
+	return false, fmt.Sprintf("this node's state is new (incarnation %s): it acts for nothing until it has learned the cluster's epoch records from %d synced peers; learned from %d %v, peers that lost their state too: %v",
+		n.incarnation, n.PullQuorum(), len(synced), synced, unsynced)
+}
+
+// MarkUnsynced makes this node unsynced, persistently: the daemon calls it
+// when the node's other state (its epochs and journal) is new although the
+// federation log is not.
+func (n *Node) MarkUnsynced() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.synced {
+		return nil
+	}
+	// A new incarnation too: what a peer saw of the old one (see
+	// Records.Genesis) says nothing of this one.
+	var b [16]byte
+	rand.Read(b[:])
+	inc := hex.EncodeToString(b[:])
+	if err := n.update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bMeta).Put([]byte("incarnation"), []byte(inc)); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put([]byte("synced"), syncedValue(false))
+	}); err != nil {
+		return err
+	}
+	n.synced, n.incarnation = false, inc
+	clear(n.pulled)
+	return nil
+}
+
+// syncLoop pulls every peer's records until this node is synced.
+func (n *Node) syncLoop(ctx context.Context) {
+	every := max(n.cfg.Heartbeat, 20*time.Millisecond)
+	for {
+		if ok, _ := n.Synced(); ok {
+			return
+		}
+		var wg sync.WaitGroup
+		for _, p := range n.cfg.Peers {
+			n.mu.Lock()
+			done := n.pulled[p.Name]
+			n.mu.Unlock()
+			if done {
+				continue
+			}
+			wg.Go(func() {
+				if err := n.pull(ctx, p); err != nil {
+					n.log.Info("pulling a peer's records", "peer", p.Name, "err", err)
+				}
+			})
+		}
+		wg.Wait()
+		if ok, _ := n.Synced(); ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// pull reads one peer's records and takes them in: its events through the
+// door (with no jump window: the answer is a member's whole state, which
+// may be far ahead of a node that lost its own), and this node's own old
+// events to learn its sequence numbers back, so that its new events are
+// not taken for old ones. Then it decides whether the node is synced.
+func (n *Node) pull(ctx context.Context, p Peer) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(p.URL, "/")+RecordsPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := n.cfg.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("%s answered %s: %s", p.Name, resp.Status, bytes.TrimSpace(msg))
+	}
+	var rec Records
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRecords)).Decode(&rec); err != nil {
+		return fmt.Errorf("records of %s: %w", p.Name, err)
+	}
+	if rec.Node != p.Name {
+		return fmt.Errorf("%s answered as %q", p.Name, rec.Node)
+	}
+	n.mu.Lock()
+	lim := n.limits()
+	lim.MaxJump = MaxValue
+	var ok []Event
+	ownSeq := n.seq
+	for i := range rec.Events {
+		e := &rec.Events[i]
+		if e.Origin == n.cfg.Node {
+			// Own events of an earlier incarnation: not refused, but
+			// checked like any other.
+			if e.Validate() != nil || !keep(e, lim) {
+				n.refuse(RefusedMalformed, fmt.Errorf("own event %s in %s's records is not valid", e.ID(), p.Name), p.Name)
+				continue
+			}
+			ownSeq = max(ownSeq, e.Seq)
+			ok = append(ok, *e)
+			continue
+		}
+		if reason, err := n.state.Check(e, lim); reason != "" {
+			n.refuse(reason, err, p.Name)
+			continue
+		}
+		ok = append(ok, *e)
+	}
+	if ownSeq > n.seq {
+		// Reserve past what the peers saw of this node's earlier life.
+		next := ownSeq + seqBlock
+		if next >= MaxValue {
+			n.mu.Unlock()
+			return fmt.Errorf("%s holds sequence number %d of this node, too close to the bound", p.Name, ownSeq)
+		}
+		if err := n.update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bMeta).Put([]byte("seq"), binary.BigEndian.AppendUint64(nil, next))
+		}); err != nil {
+			n.mu.Unlock()
+			return err
+		}
+		n.seq, n.reserved = ownSeq, next
+	}
+	if _, err := n.applyLocked(ok, p.Name, false); err != nil {
+		n.mu.Unlock()
+		return err
+	}
+	n.pulled[p.Name], n.pulledInc[p.Name] = rec.Synced, rec.Incarnation
+	became := false
+	if !n.synced {
+		synced, all := 0, len(n.pulled) == len(n.cfg.Peers)
+		for _, s := range n.pulled {
+			if s {
+				synced++
+			}
+		}
+		// A first start: every peer answered, and every one is new; or a
+		// peer that saw this very incarnation new at a first start.
+		first := all && synced == 0
+		joined := rec.Synced && rec.Genesis[n.cfg.Node] == n.incarnation
+		if synced >= n.PullQuorum() || first || joined {
+			var genesis []byte
+			if first {
+				genesis, _ = json.Marshal(n.pulledInc)
+			}
+			if err := n.update(func(tx *bolt.Tx) error {
+				if genesis != nil {
+					if err := tx.Bucket(bMeta).Put([]byte("genesis"), genesis); err != nil {
+						return err
+					}
+				}
+				return tx.Bucket(bMeta).Put([]byte("synced"), syncedValue(true))
+			}); err != nil {
+				n.mu.Unlock()
+				return err
+			}
+			if first {
+				n.genesis = maps.Clone(n.pulledInc)
+			}
+			n.synced, became = true, true
+			n.log.Info("synced: learned the cluster's records", "from", slices.Sorted(maps.Keys(n.pulled)), "synced_peers", synced, "first_start", first, "joined_first_start", joined)
+		}
+	}
+	n.mu.Unlock()
+	if became && n.cfg.OnChange != nil {
+		n.cfg.OnChange()
+	}
+	return nil
 }
 
 // Flush tries to deliver every peer's outbox once more, for up to d.

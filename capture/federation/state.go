@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/ipfence/ipfence/capture"
@@ -12,15 +13,20 @@ import (
 type State struct {
 	regs    map[string]Event
 	lamport uint64
+	// seqs is the highest sequence number seen of each origin, applied or
+	// not: the door measures how far ahead an event jumps from it.
+	seqs map[string]uint64
 }
 
 // NewState returns an empty state.
-func NewState() *State { return &State{regs: map[string]Event{}} }
+func NewState() *State { return &State{regs: map[string]Event{}, seqs: map[string]uint64{}} }
 
 // Apply takes an event in if it is newer than what its register holds and
-// reports whether it was; either way the Lamport clock moves past it.
+// reports whether it was; either way the Lamport clock moves past it. It
+// trusts the event: events from elsewhere go through Check first.
 func (s *State) Apply(e Event) bool {
 	s.lamport = max(s.lamport, e.Lamport)
+	s.seqs[e.Origin] = max(s.seqs[e.Origin], e.Seq)
 	r := e.Register()
 	if old, ok := s.regs[r]; ok && !newer(&e, &old) {
 		return false
@@ -29,11 +35,26 @@ func (s *State) Apply(e Event) bool {
 	return true
 }
 
-// Stamp returns the Lamport time for a new event of this node.
-func (s *State) Stamp() uint64 {
-	s.lamport++
-	return s.lamport
+// newerThanHeld reports whether e would replace what its register holds.
+func (s *State) newerThanHeld(e *Event) bool {
+	old, ok := s.regs[e.Register()]
+	return !ok || newer(e, &old)
 }
+
+// Next returns the Lamport time for a new event of this node, without
+// moving the clock: applying the event moves it. It refuses to go past
+// MaxValue rather than wrap to 0, which would order every later event of
+// this node before the older ones (an undrain after a drain at 2^64−1
+// would lose for good).
+func (s *State) Next() (uint64, error) {
+	if s.lamport >= MaxValue {
+		return 0, fmt.Errorf("the Lamport clock is at %d, the most it may reach", s.lamport)
+	}
+	return s.lamport + 1, nil
+}
+
+// Seq is the highest sequence number seen of origin.
+func (s *State) Seq(origin string) uint64 { return s.seqs[origin] }
 
 // Lamport is the clock's current value.
 func (s *State) Lamport() uint64 { return s.lamport }

@@ -20,21 +20,35 @@ import (
 	"github.com/ipfence/ipfence/capture/gate"
 )
 
+// MaxEpoch is the highest epoch a record may hold. Epochs grow by one per
+// change of holder, so a real line never comes near it (2^63−1 changes at
+// a million a second take 292,000 years); a value above it can only come
+// from a bug, a bit flip or a forger, and is refused wherever it is met:
+// federation refuses such events at the door, and Epochs neither adopts
+// nor bumps to such a record. Keeping the top half of uint64 unused means
+// that no epoch + 1 anywhere can wrap.
+const MaxEpoch capture.Epoch = 1<<63 - 1
+
 // Epochs reconciles epoch records with the desired holders: each key starts
 // from its local record, adopts a peer's record when that epoch is higher
 // (max(local, seen)), and then bumps when its holder is not the desired one.
 // It returns the records of every key in desired and the keys whose record
 // changed, sorted.
+//
+// No record it returns is lower than the local one: a seen record above
+// MaxEpoch is ignored, and a key whose epoch is already MaxEpoch is not
+// bumped (it keeps its holder, which fences every other node's acquires)
+// rather than wrapped to 0.
 func Epochs(desired map[capture.Key]string, local, seen map[capture.Key]capture.EpochRecord) (map[capture.Key]capture.EpochRecord, []capture.Key) {
 	out := make(map[capture.Key]capture.EpochRecord, len(desired))
 	var changed []capture.Key
 	for k, holder := range desired {
 		rec := local[k]
 		next := rec
-		if s, ok := seen[k]; ok && s.Epoch > next.Epoch {
+		if s, ok := seen[k]; ok && s.Epoch > next.Epoch && s.Epoch <= MaxEpoch {
 			next = s
 		}
-		if next.Holder != holder {
+		if next.Holder != holder && next.Epoch < MaxEpoch {
 			next = capture.EpochRecord{Epoch: next.Epoch + 1, Holder: holder}
 		}
 		out[k] = next

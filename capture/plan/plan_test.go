@@ -186,3 +186,36 @@ func TestComputeDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// Issue 14: a record at 2^64−1 (one forged or bit-flipped event) made the
+// next holder change wrap the epoch to 0. Epochs never returns a record
+// lower than the local one, whatever it is given.
+func TestEpochsNeverWrap(t *testing.T) {
+	k := key(a1)
+	// A seen record above MaxEpoch is not adopted.
+	out, changed := Epochs(map[capture.Key]string{k: "b"}, map[capture.Key]capture.EpochRecord{k: rec(1, "a")},
+		map[capture.Key]capture.EpochRecord{k: rec(1<<64-1, "a")})
+	if out[k] != rec(2, "b") || len(changed) != 1 {
+		t.Fatalf("seen 2^64−1: %+v %v, want epoch 2 for b", out[k], changed)
+	}
+	// A local record at MaxEpoch is kept, holder and all, rather than
+	// bumped past it.
+	out, changed = Epochs(map[capture.Key]string{k: "b"}, map[capture.Key]capture.EpochRecord{k: rec(MaxEpoch, "a")}, nil)
+	if out[k] != rec(MaxEpoch, "a") || len(changed) != 0 {
+		t.Fatalf("local MaxEpoch: %+v %v", out[k], changed)
+	}
+	// Just below, the bump still happens.
+	out, _ = Epochs(map[capture.Key]string{k: "b"}, nil, map[capture.Key]capture.EpochRecord{k: rec(MaxEpoch-1, "a")})
+	if out[k] != rec(MaxEpoch, "b") {
+		t.Fatalf("bump to MaxEpoch: %+v", out[k])
+	}
+	for _, local := range []capture.Epoch{0, 1, 7, MaxEpoch - 1, MaxEpoch, 1<<64 - 1} {
+		for _, seen := range []capture.Epoch{0, 1, 8, MaxEpoch, MaxEpoch + 1, 1<<64 - 1} {
+			out, _ := Epochs(map[capture.Key]string{k: "c"}, map[capture.Key]capture.EpochRecord{k: rec(local, "a")},
+				map[capture.Key]capture.EpochRecord{k: rec(seen, "b")})
+			if out[k].Epoch < local {
+				t.Errorf("local %d, seen %d: epoch went down to %d", local, seen, out[k].Epoch)
+			}
+		}
+	}
+}
