@@ -299,13 +299,13 @@ func TestCaptureOnPrem(t *testing.T) {
 			}
 			cs := out.Results.Fields["checkers"].(map[string]checker.Result)
 			sh := cs["single-holder"]
-			t.Logf("%v: %v, %d ops; single holder %v %v; convergence %v", c.nemesis, out.Valid, out.Ops, sh.Valid, sh.Fields, cs["convergence"].Fields)
+			t.Logf("%v: %v, %d ops; single holder %v %v; convergence %v", c.nemesis, out.Verdict, out.Ops, sh.Valid, sh.Fields, cs["convergence"].Fields)
 			dual := sh.Fields["dual_responder_ms"].(int64)
 			if c.valid {
-				if out.Valid != linear.True || dual != 0 {
-					t.Fatalf("verdict %v, dual-responder time %d ms", out.Valid, dual)
+				if out.Verdict != linear.True || dual != 0 {
+					t.Fatalf("verdict %v, dual-responder time %d ms", out.Verdict, dual)
 				}
-			} else if sh.Valid != linear.False || dual <= 0 || out.Valid != linear.False {
+			} else if sh.Valid != linear.False || dual <= 0 || out.Verdict != linear.False {
 				t.Fatalf("a partition of a master left no second responder: %v %d ms", sh.Valid, dual)
 			}
 			for _, name := range []string{"convergence", "stats"} {

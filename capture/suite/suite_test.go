@@ -29,7 +29,7 @@ func runDefault(t *testing.T, unfenced bool) (map[string]checker.Result, string)
 		t.Fatal(err)
 	}
 	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
-	if t.Failed() || out.Valid != map[bool]linear.Verdict{false: linear.True, true: linear.False}[unfenced] {
+	if t.Failed() || out.Verdict != map[bool]linear.Verdict{false: linear.True, true: linear.False}[unfenced] {
 		b, _ := json.MarshalIndent(out.Results, "", "  ")
 		t.Logf("results:\n%s", b)
 	}
@@ -110,7 +110,7 @@ func TestCaptureInNetworkNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Valid != linear.True {
+	if out.Verdict != linear.True {
 		b, _ := json.MarshalIndent(out.Results, "", "  ")
 		t.Fatalf("not valid:\n%s", b)
 	}

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -148,7 +152,7 @@ func finish(out *harness.Outcome, err error, stdout, stderr io.Writer, summary f
 		}
 	}
 	summary(stdout, out)
-	switch out.Valid {
+	switch out.Verdict {
 	case linear.True:
 		return exitValid
 	case linear.False:
@@ -184,7 +188,7 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 			get("single-holder", "dual_responder_ms"), get("single-holder", "no_responder_ms"))
 		fmt.Fprintf(w, "  convergence     %-7s one responder %.1f s after the final heal\n", valid("convergence"), get("convergence", "settled_s"))
 		fmt.Fprintf(w, "  stats           %-7s\n", valid("stats"))
-		word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Valid]
+		word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Verdict]
 		fmt.Fprintf(w, "\n%s  %s\n", word, out.Dir)
 		return
 	}
@@ -197,6 +201,13 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 	} else {
 		fmt.Fprintf(w, "  failover        %-7s no failover observed\n", valid("failover"))
 	}
+	if r, ok := cs["availability"]; ok {
+		line := fmt.Sprintf("  availability    %-7s no holder %v ms", r.Valid, r.Fields["no_holder_ms"])
+		if n, _ := r.Fields["episodes"].(int); n > 0 {
+			line += fmt.Sprintf(" in %d periods, %v ms outside fault windows", n, r.Fields["outside_faults_ms"])
+		}
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintf(w, "  linearizable    %-7s %v ops, capture-owner model\n", valid("linear"), get("linear", "ops"))
 	fmt.Fprintf(w, "  stats           %-7s\n", valid("stats"))
 	if errs, ok := fields["harness_errors"].([]string); ok {
@@ -204,6 +215,152 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 			fmt.Fprintf(w, "  harness error: %s\n", e)
 		}
 	}
-	word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Valid]
+	explain(w, out, []string{"single-holder", "fence", "availability", "convergence", "linear", "stats"})
+	word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Verdict]
 	fmt.Fprintf(w, "\n%s  %s\n", word, out.Dir)
+}
+
+// maxFindings is how many findings a false checker shows in the terminal;
+// results.json has the rest.
+const maxFindings = 3
+
+// explain prints, for each checker in order that said false, its first
+// findings in words, then the files to open next. A failing run must say
+// what went wrong and where to look without the user digging in JSON.
+func explain(w io.Writer, out *harness.Outcome, order []string) {
+	cs, _ := out.Results.Fields["checkers"].(map[string]checker.Result)
+	files := map[string]bool{}
+	shown := false
+	for _, name := range order {
+		r, ok := cs[name]
+		if !ok || r.Valid != linear.False {
+			continue
+		}
+		lines, total, file := findings(name, r)
+		if !shown {
+			fmt.Fprintln(w)
+			shown = true
+		}
+		fmt.Fprintf(w, "%s false:\n", name)
+		for i, l := range lines {
+			if i == maxFindings {
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+		if total > min(len(lines), maxFindings) {
+			fmt.Fprintf(w, "  and %d more\n", total-min(len(lines), maxFindings))
+		}
+		if len(lines) == 0 {
+			fmt.Fprintln(w, "  (no details recorded)")
+		}
+		files[file] = true
+	}
+	if !shown {
+		return
+	}
+	var open []string
+	for _, f := range []string{"timeline.html", "linear.html", "anomalies.json"} {
+		if files[f] {
+			if _, err := os.Stat(filepath.Join(out.Dir, f)); err == nil {
+				open = append(open, filepath.Join(out.Dir, f))
+			}
+		}
+	}
+	open = append(open, filepath.Join(out.Dir, harness.ResultsFile))
+	fmt.Fprintf(w, "Open next: %s (every finding)\n", strings.Join(open, ", "))
+}
+
+// findings are a false checker's findings in words, how many there are in
+// all, and the page that shows them best.
+func findings(name string, r checker.Result) (lines []string, total int, file string) {
+	file = "timeline.html"
+	strs := func(v any) []string {
+		switch v := v.(type) {
+		case []string:
+			return v
+		case []any:
+			var out []string
+			for _, x := range v {
+				out = append(out, fmt.Sprint(x))
+			}
+			return out
+		}
+		return nil
+	}
+	lines = strs(r.Fields["findings"])
+	total = len(lines)
+	if n, ok := r.Fields["findings_total"].(int); ok {
+		total = n
+	}
+	switch name {
+	case "linear":
+		file = "linear.html"
+		if l, ok := linearFinding(r.Fields["failure"]); ok {
+			lines, total = []string{l}, 1
+		}
+	case "transactional":
+		file = "anomalies.json"
+	case "convergence":
+		desired, _ := r.Fields["desired"].(map[string]string)
+		actual, _ := r.Fields["actual"].(map[string]string)
+		for _, a := range slices.Sorted(maps.Keys(desired)) {
+			if desired[a] != actual[a] {
+				lines = append(lines, fmt.Sprintf("%s: the nodes want %q, the provider shows %q, %v s after the run", a, desired[a], actual[a], r.Fields["waited_after_run_s"]))
+			}
+		}
+		if e, ok := r.Fields["error"].(string); ok {
+			lines = append(lines, e)
+		}
+		total = len(lines)
+	case "set":
+		if len(lines) == 0 {
+			if sum, ok := r.Fields["summary"].(string); ok {
+				lines, total = []string{sum}, 1
+			}
+		}
+	case "stats":
+		for _, f := range strs(r.Fields["never_ok"]) {
+			lines = append(lines, fmt.Sprintf("no %s operation succeeded", f))
+		}
+		total = len(lines)
+	}
+	if len(lines) == 0 {
+		lines = strs(r.Fields["examples"])
+		if e, ok := r.Fields["error"].(string); ok {
+			lines = append(lines, e)
+		}
+		total = len(lines)
+	}
+	return lines, total, file
+}
+
+// linearFinding puts the linearizability checker's failure in words: the
+// operation no order of the history gets past, and the state before it.
+func linearFinding(failure any) (string, bool) {
+	raw, err := json.Marshal(failure)
+	if err != nil || string(raw) == "null" {
+		return "", false
+	}
+	var f struct {
+		Partition string `json:"partition"`
+		State     string `json:"state"`
+		Op        struct {
+			Process int64  `json:"process"`
+			Index   int64  `json:"index"`
+			Op      string `json:"op"`
+		} `json:"op"`
+	}
+	if json.Unmarshal(raw, &f) != nil || f.Op.Op == "" {
+		return "", false
+	}
+	who := fmt.Sprintf("process %d", f.Op.Process)
+	if f.Op.Process == suite.MutationProcess {
+		who = "the provider"
+	}
+	where := ""
+	if f.Partition != "" {
+		where = f.Partition + ": "
+	}
+	return fmt.Sprintf("%sno order of the operations gets past op %d (%s): %s, in state %s", where, f.Op.Index, who, f.Op.Op, f.State), true
 }

@@ -92,6 +92,7 @@ func printEtcdSummary(w io.Writer, out *harness.Outcome) {
 			fmt.Fprintf(w, "  harness error: %s\n", e)
 		}
 	}
-	word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Valid]
+	explain(w, out, []string{"linear", "transactional", "set", "stats"})
+	word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Verdict]
 	fmt.Fprintf(w, "\n%s  %s\n", word, out.Dir)
 }

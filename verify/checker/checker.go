@@ -109,9 +109,21 @@ func Faults(nemesis []history.Event) []report.Fault {
 
 // Result is one checker's answer: its verdict and the figures behind it.
 // It is written as one JSON object, {"valid": true|false|"unknown", ...Fields}.
+// The typed fields repeat what Fields says for code to read without type
+// assertions: Checker(name) finds a composed checker's result,
+// FirstFailure the explanation of a false verdict.
 type Result struct {
 	Valid  linear.Verdict
 	Fields map[string]any
+	// Checkers holds the results of the checkers Compose ran, by name (as
+	// Fields["checkers"] does).
+	Checkers map[string]Result
+	// Failure explains a false verdict, when the checker gives an
+	// explanation (Linearizable and Transactional do).
+	Failure *Failure
+	// Panic is "NAME panicked: TEXT" when the checker panicked (its
+	// verdict is then unknown); empty otherwise.
+	Panic string
 }
 
 // MarshalJSON writes the verdict and the fields as one object.
@@ -152,7 +164,7 @@ func Compose(checkers map[string]Checker) Checker {
 			wg.Go(func() {
 				defer func() {
 					if p := recover(); p != nil {
-						results[i] = Errorf("checker %s panicked: %v", name, p)
+						results[i] = Panicked("checker "+name, p)
 					}
 				}()
 				results[i] = checkers[name].Check(ctx, r)
@@ -165,6 +177,6 @@ func Compose(checkers map[string]Checker) Checker {
 			byName[name] = results[i]
 			verdicts[i] = results[i].Valid
 		}
-		return Result{Valid: linear.Combine(verdicts...), Fields: map[string]any{"checkers": byName}}
+		return Result{Valid: linear.Combine(verdicts...), Fields: map[string]any{"checkers": byName}, Checkers: byName}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
@@ -190,18 +191,35 @@ func Linearizable(o LinearOptions) Checker {
 			}
 		}
 		sem := o.Semantics
+		cm := &compiled{Model: o.Model}
 		rep, err := lincheck.Check(ctx, "history", &history.History{Format: history.JSONL, Events: events},
-			lincheck.Options{Model: o.Model, Semantics: &sem, Timeout: o.Timeout})
+			lincheck.Options{Model: cm, Semantics: &sem, Timeout: o.Timeout})
 		if err != nil {
 			return Errorf("%v", err)
+		}
+		if err := model.SpecError(cm.parts); err != nil {
+			// The model's own code failed (a Step that panicked): the
+			// search went on as if that step were impossible, so neither
+			// verdict can be trusted.
+			res := Errorf("model %s: %v", o.Model.Name(), err)
+			if strings.Contains(err.Error(), "panicked") {
+				res.Panic = err.Error()
+			}
+			return res
 		}
 		fields := map[string]any{"model": rep.Model, "ops": rep.Ops, "partitions": rep.Partitions,
 			"check_ms": float64(rep.CheckNS) / 1e6, "configs": rep.Configs}
 		if rep.Reason != "" {
 			fields["reason"] = rep.Reason
 		}
+		var failure *Failure
 		if rep.Failure != nil {
 			fields["failure"] = rep.Failure
+			op := FromLincheck(rep.Failure.Op)
+			failure = &Failure{Summary: rep.Failure.Reason, Op: &op, Ops: []OpRef{op}, Linear: rep.Failure}
+			if rep.Failure.Partition != "" {
+				failure.Summary = rep.Failure.Partition + ": " + failure.Summary
+			}
 		}
 		if r.Dir != "" {
 			page := o.Page
@@ -217,6 +235,30 @@ func Linearizable(o LinearOptions) Checker {
 				fields["page"] = page
 			}
 		}
-		return Result{Valid: rep.Valid, Fields: fields}
+		return Result{Valid: rep.Valid, Fields: fields, Failure: failure}
 	})
+}
+
+// compiled is a model that keeps the partitions it compiled, so that the
+// checker can ask their specs what went wrong, and that refuses partitions
+// whose operations of unknown outcome were given a return position.
+type compiled struct {
+	model.Model
+	parts []linear.Partition
+}
+
+func (c *compiled) Compile(ops []history.Op, opt model.Options) ([]linear.Partition, error) {
+	if n, err := history.Normalize(opt.Initial); err == nil {
+		// An Initial of 0 (an int) is the int64 0 reads return.
+		opt.Initial = n
+	}
+	parts, err := c.Model.Compile(ops, opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.CheckIntervals(ops, parts); err != nil {
+		return nil, fmt.Errorf("model %s: %w", c.Model.Name(), err)
+	}
+	c.parts = parts
+	return parts, nil
 }

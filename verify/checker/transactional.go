@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/isolation"
+	"github.com/ipfence/ipfence/verify/linear"
 )
 
 // TransactionalOptions configure Transactional.
@@ -66,7 +68,11 @@ func Transactional(o TransactionalOptions) Checker {
 				fields["page"] = "anomalies.json"
 			}
 		}
-		return Result{Valid: res.Valid, Fields: fields}
+		out := Result{Valid: res.Valid, Fields: fields}
+		if res.Valid == linear.False {
+			out.Failure = txnFailure(res, events)
+		}
+		return out
 	})
 }
 
@@ -95,4 +101,30 @@ func writeAnomalies(dir string, res *isolation.Result) error {
 		}
 	}
 	return nil
+}
+
+// txnFailure explains a false transactional verdict: the anomaly types
+// found, and the transactions of the first one.
+func txnFailure(res *isolation.Result, events []history.Event) *Failure {
+	f := &Failure{Anomalies: res.Anomalies}
+	f.Summary = fmt.Sprintf("%s is ruled out by %s", res.Consistency, strings.Join(res.AnomalyTypes, ", "))
+	if len(res.Not) > 0 {
+		f.Summary += fmt.Sprintf(" (not %s)", strings.Join(res.Not, ", "))
+	}
+	ops, _, _ := history.Pair(events)
+	for _, typ := range res.AnomalyTypes {
+		if as := res.Anomalies[typ]; len(as) > 0 {
+			for _, r := range as[0].Ops {
+				f.Ops = append(f.Ops, FromIsolation(r, ops, events))
+			}
+			if as[0].Explanation != "" {
+				f.Summary += ": " + as[0].Explanation
+			}
+			break
+		}
+	}
+	if len(f.Ops) > 0 {
+		f.Op = &f.Ops[0]
+	}
+	return f
 }

@@ -44,7 +44,7 @@ func run(t *testing.T, o Options) (*harness.Outcome, map[string]checker.Result) 
 		t.Fatal(err)
 	}
 	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
-	t.Logf("%s: %v, %d ops in %v (%.0f ops/s)", o.Workload, out.Valid, out.Ops, out.Duration.Round(time.Millisecond), float64(out.Ops)/out.Duration.Seconds())
+	t.Logf("%s: %v, %d ops in %v (%.0f ops/s)", o.Workload, out.Verdict, out.Ops, out.Duration.Round(time.Millisecond), float64(out.Ops)/out.Duration.Seconds())
 	for name, r := range cs {
 		t.Logf("  %s: %v %v", name, r.Valid, brief(r.Fields))
 	}
@@ -88,8 +88,8 @@ func faultsInjected(events []history.Event) map[string]int {
 // linearizable under partitions, pauses and kills.
 func TestRegisterIsLinearizable(t *testing.T) {
 	out, cs := run(t, Options{Workload: "register", Nemesis: Nemeses, TimeLimit: 30 * time.Second, Seed: 1})
-	if out.Valid != linear.True {
-		t.Fatalf("verdict %v", out.Valid)
+	if out.Verdict != linear.True {
+		t.Fatalf("verdict %v", out.Verdict)
 	}
 	lin := cs["linear"]
 	if ops := lin.Fields["ops"].(int); ops < 1000 {
@@ -106,8 +106,8 @@ func TestRegisterIsLinearizable(t *testing.T) {
 // The list-append workload is strict serializable under the same faults.
 func TestListAppendIsStrictSerializable(t *testing.T) {
 	out, cs := run(t, Options{Workload: "list-append", Nemesis: Nemeses, TimeLimit: 30 * time.Second, Seed: 2})
-	if out.Valid != linear.True {
-		t.Fatalf("verdict %v", out.Valid)
+	if out.Verdict != linear.True {
+		t.Fatalf("verdict %v", out.Verdict)
 	}
 	tx := cs["transactional"]
 	if tx.Fields["consistency"] != "strict-serializable" || len(tx.Fields["anomaly_types"].([]string)) != 0 {
@@ -142,8 +142,8 @@ func TestListAppendIsStrictSerializable(t *testing.T) {
 // the stale reads of a partitioned run well within 60 s.
 func TestSerializableReadsAreCaught(t *testing.T) {
 	out, cs := run(t, Options{Workload: "register", SerializableReads: true, Nemesis: []string{"partition"}, TimeLimit: 30 * time.Second, Seed: 3})
-	if out.Valid != linear.False || cs["linear"].Valid != linear.False {
-		t.Fatalf("verdict %v, linear %v: the stale reads went unnoticed", out.Valid, cs["linear"].Valid)
+	if out.Verdict != linear.False || cs["linear"].Valid != linear.False {
+		t.Fatalf("verdict %v, linear %v: the stale reads went unnoticed", out.Verdict, cs["linear"].Valid)
 	}
 	failure, ok := cs["linear"].Fields["failure"]
 	if !ok {
@@ -162,8 +162,8 @@ func TestSerializableReadsAreCaught(t *testing.T) {
 func TestListAppendSerializableReadsAreCaught(t *testing.T) {
 	out, cs := run(t, Options{Workload: "list-append", SerializableReads: true, Nemesis: []string{"partition"}, TimeLimit: 30 * time.Second, Seed: 3})
 	types := cs["transactional"].Fields["anomaly_types"].([]string)
-	if out.Valid != linear.False || len(types) == 0 {
-		t.Fatalf("verdict %v, anomalies %v: the stale reads went unnoticed", out.Valid, types)
+	if out.Verdict != linear.False || len(types) == 0 {
+		t.Fatalf("verdict %v, anomalies %v: the stale reads went unnoticed", out.Verdict, types)
 	}
 	for _, typ := range types {
 		if !strings.HasSuffix(typ, "-realtime") {
@@ -288,11 +288,11 @@ func TestOptions(t *testing.T) {
 // set-full reports them stale.
 func TestSet(t *testing.T) {
 	out, cs := run(t, Options{Workload: "set", Nemesis: Nemeses, TimeLimit: 20 * time.Second, Seed: 4})
-	if out.Valid != linear.True || cs["set"].Fields["stable_count"].(int) < 1000 {
-		t.Fatalf("verdict %v, set %v", out.Valid, cs["set"].Fields["summary"])
+	if out.Verdict != linear.True || cs["set"].Fields["stable_count"].(int) < 1000 {
+		t.Fatalf("verdict %v, set %v", out.Verdict, cs["set"].Fields["summary"])
 	}
 	out, cs = run(t, Options{Workload: "set", SerializableReads: true, Nemesis: []string{"partition"}, TimeLimit: 30 * time.Second, Seed: 3})
-	if out.Valid != linear.False || cs["set"].Fields["stale_count"].(int) == 0 {
-		t.Fatalf("serializable reads: verdict %v, set %v", out.Valid, cs["set"].Fields["summary"])
+	if out.Verdict != linear.False || cs["set"].Fields["stale_count"].(int) == 0 {
+		t.Fatalf("serializable reads: verdict %v, set %v", out.Verdict, cs["set"].Fields["summary"])
 	}
 }

@@ -38,21 +38,29 @@ func (g *repeat) Update(Context, Event) Generator { return g }
 // RepeatN hands out op n times.
 func RepeatN(n int, op Op) Generator { return Limit(n, Repeat(op)) }
 
-// Fn hands out, forever, the op f computes; f draws from r, a source seeded
-// with seed whose state the generator carries, so the same seed gives the
-// same ops. f is called only when some thread is free, and must be a pure
-// function of its arguments: a call whose op no free thread may take is
-// thrown away, with its draws, and made again later.
+// Fn hands out, forever, the op f computes; f draws from r, the source of
+// stream seed in the run (Context.Rand: the run's seed and this one), whose
+// state the generator carries, so the same seeds give the same ops. f is
+// called only when some thread is free, and must be a pure function of its
+// arguments: a call whose op no free thread may take is thrown away, with
+// its draws, and made again later.
 func Fn(seed uint64, f func(ctx Context, r *Rand) Op) Generator {
-	return &fn{r: NewRand(seed), f: f}
+	return &fn{stream: seed, f: f}
 }
 
 type fn struct {
-	r Rand
-	f func(ctx Context, r *Rand) Op
+	stream uint64
+	bound  bool // r is the stream's source in the run
+	r      Rand
+	f      func(ctx Context, r *Rand) Op
 }
 
 func (g *fn) Next(ctx Context) (Op, Generator, Status) {
+	if !g.bound {
+		b := *g
+		b.r, b.bound = ctx.Rand(g.stream), true
+		g = &b
+	}
 	if len(ctx.Free) == 0 {
 		return pending(0, g)
 	}
@@ -61,7 +69,7 @@ func (g *fn) Next(ctx Context) (Op, Generator, Status) {
 	if !ok {
 		return pending(0, g)
 	}
-	return op, &fn{r: r, f: g.f}, Ready
+	return op, &fn{stream: g.stream, bound: true, r: r, f: g.f}, Ready
 }
 
 func (g *fn) Update(Context, Event) Generator { return g }

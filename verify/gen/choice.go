@@ -9,23 +9,29 @@ import (
 // among those not exhausted. The choice is drawn when the previous op is
 // handed out and held until the chosen generator gives an op: if it is
 // Pending, so is Mix, rather than take another, so that the frequencies
-// (and the sequence, for a seed) do not depend on timing.
+// (and the sequence, for a seed) do not depend on timing. The choices come
+// from stream seed in the run (Context.Rand).
 func Mix(seed uint64, gs ...Generator) Generator {
 	if len(gs) == 0 {
 		return spent
 	}
-	r := NewRand(seed)
-	cur := r.IntN(len(gs))
-	return &mix{r: r, gens: slices.Clone(gs), cur: cur}
+	return &mix{stream: seed, gens: slices.Clone(gs), cur: -1}
 }
 
 type mix struct {
-	r    Rand
-	gens []Generator // not exhausted; copy on write
-	cur  int         // the chosen one
+	stream uint64
+	r      Rand
+	gens   []Generator // not exhausted; copy on write
+	cur    int         // the chosen one; -1 until first asked
 }
 
 func (g *mix) Next(ctx Context) (Op, Generator, Status) {
+	if g.cur < 0 {
+		b := *g
+		b.r = ctx.Rand(g.stream)
+		b.cur = b.r.IntN(len(b.gens))
+		g = &b
+	}
 	r, gens, cur := g.r, g.gens, g.cur
 	for {
 		op, next, st := gens[cur].Next(ctx)
@@ -35,14 +41,14 @@ func (g *mix) Next(ctx Context) (Op, Generator, Status) {
 				gens = slices.Clone(gens)
 				gens[cur] = next
 			}
-			return op, &mix{r: r, gens: gens, cur: r.IntN(len(gens))}, Ready
+			return op, &mix{stream: g.stream, r: r, gens: gens, cur: r.IntN(len(gens))}, Ready
 		case Pending:
 			if next == gens[cur] && cur == g.cur {
 				return pending(wakeAt(op, ctx.Time), g)
 			}
 			gens = slices.Clone(gens)
 			gens[cur] = next
-			return pending(wakeAt(op, ctx.Time), &mix{r: r, gens: gens, cur: cur})
+			return pending(wakeAt(op, ctx.Time), &mix{stream: g.stream, r: r, gens: gens, cur: cur})
 		case Exhausted:
 			gens = slices.Delete(slices.Clone(gens), cur, cur+1)
 			if len(gens) == 0 {
@@ -60,7 +66,7 @@ func (g *mix) Update(ctx Context, ev Event) Generator {
 	if !changed {
 		return g
 	}
-	return &mix{r: g.r, gens: gens, cur: g.cur}
+	return &mix{stream: g.stream, r: g.r, gens: gens, cur: g.cur}
 }
 
 // updateAll passes ev to every generator of gs, copying gs only if one of

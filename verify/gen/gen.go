@@ -39,9 +39,15 @@ func NemesisOp(f string, value any) Op {
 //
 // Routers (Clients, Nemesis, EachThread, Reserve) narrow it for the
 // generators they wrap: those see only their own threads in Free and in
-// Scope. An interpreter sets the three exported fields; the others, zero,
-// mean every thread and no time limit.
+// Scope. An interpreter sets the exported fields; the others, zero, mean
+// every thread and no time limit.
 type Context struct {
+	// Seed is the run's seed (the harness's Test.Seed). Every random
+	// generator of this package draws from a source derived from Seed and
+	// its own stream number (the seed argument it was built with), so one
+	// seed replays a whole test and another gives another test; with Seed 0
+	// a generator's source is its stream number alone. See Context.Rand.
+	Seed uint64
 	// Time is now, since the test started.
 	Time time.Duration
 	// Threads is the number of client threads.
@@ -60,6 +66,20 @@ type Context struct {
 	// come (Any beside a Sleep); a TimeLimit throwing the op away could not
 	// learn that.
 	horizon time.Duration
+}
+
+// Rand returns the source of stream in this run: NewRand(stream) when
+// c.Seed is 0, and otherwise a source that depends on both, so that
+// distinct streams of one run, and one stream of distinct runs, draw
+// distinct sequences. Generators call it when first asked, which is how
+// the test's seed reaches generators built before the test knew it.
+func (c Context) Rand(stream uint64) Rand {
+	if c.Seed == 0 {
+		return NewRand(stream)
+	}
+	base := NewRand(c.Seed)
+	mixed := NewRand(base.Uint64() ^ stream)
+	return NewRand(mixed.Uint64())
 }
 
 // Scope returns the threads the generator may ever use: lo <= thread < hi.

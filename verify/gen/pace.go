@@ -4,11 +4,11 @@ import "time"
 
 // Stagger spaces g's ops by random delays, uniform in [0, 2·dt) and so dt
 // on average, each counted from the previous op's Time; the first op is not
-// delayed. The delays come from seed, one drawn per op handed out. g sees the
-// time its next op will run at, so a TimeLimit inside Stagger cuts by
-// scheduled time, as one outside does.
+// delayed. The delays come from stream seed in the run (Context.Rand), one
+// drawn per op handed out. g sees the time its next op will run at, so a
+// TimeLimit inside Stagger cuts by scheduled time, as one outside does.
 func Stagger(seed uint64, dt time.Duration, g Generator) Generator {
-	return &spacer{r: NewRand(seed), random: true, dt: dt, g: g}
+	return &spacer{stream: seed, random: true, dt: dt, g: g}
 }
 
 // Delay spaces g's ops by exactly dt, counted from the previous op's Time;
@@ -18,6 +18,8 @@ func Delay(dt time.Duration, g Generator) Generator {
 }
 
 type spacer struct {
+	stream  uint64
+	bound   bool // r is the stream's source in the run
 	r       Rand
 	random  bool
 	dt      time.Duration
@@ -27,6 +29,11 @@ type spacer struct {
 }
 
 func (s *spacer) Next(ctx Context) (Op, Generator, Status) {
+	if s.random && !s.bound {
+		b := *s
+		b.r, b.bound = ctx.Rand(s.stream), true
+		s = &b
+	}
 	c := ctx
 	if s.started {
 		c.Time = max(c.Time, s.next)

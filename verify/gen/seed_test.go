@@ -100,3 +100,36 @@ func TestStaggerMeanDelay(t *testing.T) {
 		t.Errorf("delays' standard deviation %v, want about %v", time.Duration(sd), time.Duration(0.577*float64(dt)))
 	}
 }
+
+// The run's seed reaches generators built without it: one stream number
+// in the code, and Context.Seed alone makes runs differ or repeat. With
+// seed 0 a generator's sequence is its stream's, as before there was a
+// run seed.
+func TestRunSeedFeedsEveryGenerator(t *testing.T) {
+	for name, mk := range seeded {
+		a := SimulateSeed(7, mk(1), 3, fixed(3*ms), time.Second)
+		b := SimulateSeed(7, mk(1), 3, fixed(3*ms), time.Second)
+		c := SimulateSeed(8, mk(1), 3, fixed(3*ms), time.Second)
+		if len(a) < 100 {
+			t.Fatalf("%s: only %d events", name, len(a))
+		}
+		if !slices.Equal(a, b) {
+			t.Errorf("%s: two runs with run seed 7 differ", name)
+		}
+		if slices.Equal(a, c) {
+			t.Errorf("%s: run seeds 7 and 8 give the same events", name)
+		}
+		if z, old := SimulateSeed(0, mk(1), 3, fixed(3*ms), time.Second), Simulate(mk(1), 3, fixed(3*ms), time.Second); !slices.Equal(z, old) {
+			t.Errorf("%s: run seed 0 changed the stream's sequence", name)
+		}
+	}
+	// Two streams of one run draw different sequences.
+	ctx := Context{Seed: 7}
+	r1, r2 := ctx.Rand(1), ctx.Rand(2)
+	if r1.Uint64() == r2.Uint64() {
+		t.Error("streams 1 and 2 of run 7 start alike")
+	}
+	if r0 := (Context{}).Rand(5); r0 != NewRand(5) {
+		t.Errorf("run seed 0: stream 5's source is %v, want NewRand(5)", r0)
+	}
+}

@@ -24,13 +24,23 @@ import (
 // that is not positive: with instant completions, an endless generator
 // would never let virtual time move.
 func Simulate(g Generator, threads int, latency func(op Op) time.Duration, until time.Duration) []Event {
+	return SimulateSeed(0, g, threads, latency, until)
+}
+
+// SimulateSeed is Simulate in a run whose seed (Context.Seed) is seed, as
+// the harness runs a test whose Test.Seed is seed.
+func SimulateSeed(seed uint64, g Generator, threads int, latency func(op Op) time.Duration, until time.Duration) []Event {
 	var events []Event
-	err := simulate(g, threads, latency, until, -1, func(ev Event) { events = append(events, ev) })
+	sim := simulation{seed: seed}
+	err := sim.run(g, threads, latency, until, -1, func(ev Event) { events = append(events, ev) })
 	if err != nil {
 		panic(err)
 	}
 	return events
 }
+
+// simulation holds a simulated run's seed.
+type simulation struct{ seed uint64 }
 
 // thread states in a simulation.
 const (
@@ -49,6 +59,10 @@ type simThread struct {
 // simulate is Simulate, reporting protocol breaches as errors, and handing
 // out at most maxOps ops when maxOps >= 0 (benchmarks run a fixed number).
 func simulate(g Generator, threads int, latency func(Op) time.Duration, until time.Duration, maxOps int, emit func(Event)) error {
+	return simulation{}.run(g, threads, latency, until, maxOps, emit)
+}
+
+func (sim simulation) run(g Generator, threads int, latency func(Op) time.Duration, until time.Duration, maxOps int, emit func(Event)) error {
 	ts := make([]simThread, threads+1) // ts[th+1] is thread th
 	buf := make([]int, 0, threads+1)
 	free := func() []int {
@@ -73,14 +87,14 @@ func simulate(g Generator, threads int, latency func(Op) time.Duration, until ti
 		}
 		emit(ev)
 		if !done {
-			g = g.Update(Context{Time: now, Threads: threads, Free: free()}, ev)
+			g = g.Update(Context{Seed: sim.seed, Time: now, Threads: threads, Free: free()}, ev)
 		}
 	}
 	for {
 		var wake time.Duration
 	ask:
 		for !done {
-			ctx := Context{Time: now, Threads: threads, Free: free()}
+			ctx := Context{Seed: sim.seed, Time: now, Threads: threads, Free: free()}
 			op, next, st := g.Next(ctx)
 			if next == nil {
 				return fmt.Errorf("gen: at %v the generator returned no next generator", now)

@@ -113,8 +113,8 @@ func TestRunValidRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Valid != linear.True {
-		t.Fatalf("valid = %v: %+v", out.Valid, out.Results.Fields)
+	if out.Verdict != linear.True {
+		t.Fatalf("valid = %v: %+v", out.Verdict, out.Results.Fields)
 	}
 	if out.Ops < 100 {
 		t.Fatalf("only %d ops in 400ms", out.Ops)
@@ -195,8 +195,8 @@ func TestRunCatchesStaleReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Valid != linear.False {
-		t.Fatalf("valid = %v, want false: %+v", out.Valid, out.Results.Fields)
+	if out.Verdict != linear.False {
+		t.Fatalf("valid = %v, want false: %+v", out.Verdict, out.Results.Fields)
 	}
 	lin := readResults(t, out.Dir)["checkers"].(map[string]any)["linear"].(map[string]any)
 	if lin["valid"] != false || lin["failure"] == nil {

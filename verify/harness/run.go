@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -33,11 +34,17 @@ type Test struct {
 	Generator gen.Generator
 	// Checker judges the history; nil means none (always valid).
 	Checker checker.Checker
-	// Store is the store's root folder; Dir, when set, is the run's folder
-	// instead of a new one under Store.
+	// Store is the store's root folder, required: the run goes to a new
+	// folder under it. Dir, when set, is the run's folder instead (Store
+	// may then be empty).
 	Store, Dir string
-	// Seed and Command are written beside the history, so the run can be
-	// repeated.
+	// Seed feeds every random choice of the generator: the generators of
+	// verify/gen (and the nemesis schedule) draw from sources derived from
+	// Seed and the stream number each was built with (gen.Context.Rand),
+	// so the same Seed replays the same operations and faults, and
+	// another Seed gives another run without touching the code. Seed is
+	// written beside the history with Command, so the run can be
+	// repeated. Seed 0 leaves each generator its stream's sequence.
 	Seed    uint64
 	Command []string
 	// Progress receives the progress line (a terminal) or log lines;
@@ -45,9 +52,22 @@ type Test struct {
 	Progress io.Writer
 	// TTY says Progress is a terminal.
 	TTY bool
-	// TimeLimit is shown as time left on the progress line; the generator
-	// is what ends the run.
+	// TimeLimit bounds the run; 0 means the generator alone ends it. The
+	// setup of the nemesis and the clients must finish within TimeLimit;
+	// no operation is handed out later than TimeLimit after the first
+	// could be (the generator is cut there, as gen.TimeLimit cuts);
+	// operations still in flight get 10 s more, after which their context
+	// is cancelled and those that do not return stay open (info). Healing
+	// and tearing down then get up to 2 minutes whatever the limit, since
+	// a fault left behind outlives the test. The checkers get
+	// CheckTimeout, or else TimeLimit again but at least a minute; a
+	// checker still running then is unknown. So a run ends within about
+	// 2 × TimeLimit + 2 minutes even when the system, the generator or a
+	// checker hangs.
 	TimeLimit time.Duration
+	// CheckTimeout bounds the checkers (see TimeLimit); 0 means
+	// TimeLimit's rule, or no bound without a TimeLimit.
+	CheckTimeout time.Duration
 	// LogEvery spaces the log lines when Progress is not a terminal
 	// (default 10s).
 	LogEvery time.Duration
@@ -60,9 +80,18 @@ type Test struct {
 
 // Outcome is what a run produced.
 type Outcome struct {
-	Dir     string
-	Valid   linear.Verdict
+	Dir string
+	// Verdict is the combined verdict: true, false, or unknown when a
+	// checker could not decide or the run did not go as designed (see
+	// Problems).
+	Verdict linear.Verdict
+	// Results is the checkers' combined result, as results.json holds it.
 	Results checker.Result
+	// Problems says what went wrong in the harness itself: a panic in a
+	// client, the generator, the nemesis or a checker (with the panic's
+	// text), a failed heal or teardown. Any problem makes the verdict
+	// unknown, never valid.
+	Problems []string
 	// Events is the history.
 	Events []history.Event
 	// Interrupted says the run was cut short (Ctrl-C); the history and the
@@ -71,6 +100,28 @@ type Outcome struct {
 	// Ops counts client operations invoked.
 	Ops      int
 	Duration time.Duration
+}
+
+// Valid reports whether the verdict is true: every checker found the
+// history valid and the run went as designed.
+func (o *Outcome) Valid() bool { return o != nil && o.Verdict == linear.True }
+
+// Checker returns the result of the checker of that name (a key of
+// checker.Compose's map, at any depth), and whether there is one.
+func (o *Outcome) Checker(name string) (checker.Result, bool) {
+	if o == nil {
+		return checker.Result{}, false
+	}
+	return o.Results.Checker(name)
+}
+
+// Failure returns the first failure the checkers explained (by checker
+// name, depth first), or nil when none found the history invalid.
+func (o *Outcome) Failure() *checker.Failure {
+	if o == nil {
+		return nil
+	}
+	return o.Results.FirstFailure()
 }
 
 // TeardownF is the nemesis operation the harness records around the
@@ -82,16 +133,26 @@ const TeardownF = "teardown"
 const teardownTimeout = 2 * time.Minute
 
 // Run runs the test: it sets up the nemesis and the clients, interprets the
-// generator until it is exhausted or ctx is done, heals every fault (also
-// when interrupted), tears down, checks, and writes results.json. The
-// error is nil when the run completed and was checked, whatever the
-// verdict; an interrupted run still returns its outcome, with ctx's error.
+// generator until it is exhausted, the time limit passes or ctx is done,
+// heals every fault (also when interrupted), tears down, checks, and
+// writes results.json. The error is nil when the run completed and was
+// checked, whatever the verdict; an interrupted run still returns its
+// outcome, with ctx's error. A panic in the client, the generator, the
+// nemesis or a checker does not end the run: it is recorded (in the
+// history when it ends an operation, and in Problems), the faults are
+// healed, the results written, and the verdict is unknown.
 func Run(ctx context.Context, t Test) (*Outcome, error) {
 	if t.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency must be at least 1, not %d", t.Concurrency)
 	}
 	if t.Client == nil || t.Generator == nil {
 		return nil, errors.New("a test needs a client and a generator")
+	}
+	if t.Store == "" && t.Dir == "" {
+		return nil, errors.New("the test has no Store: name the folder runs are kept in (ipfence's commands use \"store\"); a run never writes into the working directory by default")
+	}
+	if t.TimeLimit < 0 {
+		return nil, fmt.Errorf("time limit %v is negative", t.TimeLimit)
 	}
 	nem := t.Nemesis
 	if nem == nil {
@@ -120,36 +181,56 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	}
 	prog := newProgress(t.Progress, t.TTY, t.TimeLimit, logEvery)
 	out := &Outcome{Dir: dir}
-	// Setup happens under ctx: an interrupt while setting up ends the run
-	// after the same healing as any other.
 	bg := context.WithoutCancel(ctx)
-	if err := nem.Setup(ctx); err != nil {
+	heal := func() error {
 		healCtx, cancel := context.WithTimeout(bg, teardownTimeout)
 		defer cancel()
-		return out, errors.Join(fmt.Errorf("nemesis setup: %w", err), nem.Teardown(healCtx))
+		return protect("the nemesis's Teardown (healing)", func() error { return nem.Teardown(healCtx) })
+	}
+	// Setup happens under ctx (and the time limit): an interrupt while
+	// setting up ends the run after the same healing as any other.
+	setupCtx, cancelSetup := ctx, context.CancelFunc(func() {})
+	if t.TimeLimit > 0 {
+		setupCtx, cancelSetup = context.WithTimeout(ctx, t.TimeLimit)
+	}
+	defer cancelSetup()
+	if err := protect("the nemesis's Setup", func() error { return nem.Setup(setupCtx) }); err != nil {
+		return out, errors.Join(fmt.Errorf("nemesis setup: %w", err), heal())
 	}
 	nodes := t.Nodes
 	if len(nodes) == 0 {
 		nodes = []string{""}
 	}
-	setupClient, err := t.Client.Open(ctx, nodes[0])
-	if err == nil {
-		err = setupClient.Setup(ctx)
-		setupClient.Close(bg)
-	}
+	err := protect("the client's Open, Setup or Close", func() error {
+		setupClient, err := t.Client.Open(setupCtx, nodes[0])
+		if err == nil {
+			err = setupClient.Setup(setupCtx)
+			setupClient.Close(bg)
+		}
+		return err
+	})
 	if err != nil {
-		healCtx, cancel := context.WithTimeout(bg, teardownTimeout)
-		defer cancel()
-		return out, errors.Join(fmt.Errorf("client setup: %w", err), nem.Teardown(healCtx))
+		return out, errors.Join(fmt.Errorf("client setup: %w", err), heal())
 	}
+	cancelSetup()
 
 	rec, err := NewRecorder(filepath.Join(dir, HistoryFile))
 	if err != nil {
-		return out, fmt.Errorf("store: %w", err)
+		return out, errors.Join(fmt.Errorf("store: %w", err), heal())
 	}
+	g := t.Generator
+	// Operations run under runCtx: ctx, and the time limit with a grace
+	// for the operations in flight when it passes.
+	runCtx, cancelRun := ctx, context.CancelFunc(func() {})
+	if t.TimeLimit > 0 {
+		g = gen.TimeLimit(t.TimeLimit, g)
+		runCtx, cancelRun = context.WithTimeout(ctx, t.TimeLimit+drainGrace)
+	}
+	defer cancelRun()
 	n := t.Concurrency
+	panics := &problems{}
 	in := &interpreter{
-		g: t.Generator, threads: n, rec: rec, progress: prog,
+		g: g, threads: n, seed: t.Seed, rec: rec, progress: prog,
 		busy: make([]bool, n+1), process: make([]history.Process, n+1),
 		jobs: make([]chan job, n+1), waiting: make([]*gen.Op, n+1),
 		dones: make(chan done, n+1), nodes: make([]string, n+1),
@@ -158,7 +239,7 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	for i := range in.jobs {
 		th := i - 1
 		in.jobs[i] = make(chan job, 1)
-		w := &worker{thread: th, base: t.Client, nemesis: nem, rec: rec, dones: in.dones}
+		w := &worker{thread: th, base: t.Client, nemesis: nem, rec: rec, dones: in.dones, panics: panics}
 		if th == gen.NemesisThread {
 			in.process[i] = history.Nemesis
 		} else {
@@ -167,7 +248,7 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 		}
 		in.nodes[i] = w.node
 		wg.Add(1)
-		go w.loop(ctx, in.jobs[i], &wg)
+		go w.loop(runCtx, in.jobs[i], &wg)
 	}
 	tickDone := make(chan struct{})
 	var tickWG sync.WaitGroup
@@ -184,7 +265,7 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 		}
 	})
 	start := time.Now()
-	runErr := in.run(ctx)
+	runErr := in.protectedRun(runCtx)
 	out.Duration = time.Since(start)
 	out.Ops = in.handed
 	close(tickDone)
@@ -201,13 +282,13 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	// Heal, whatever happened: a fault left behind outlives the test.
 	tctx, cancel := context.WithTimeout(bg, teardownTimeout)
 	defer cancel()
-	var problems []error
+	var troubles []string
 	// The heal is in the history like any nemesis operation, so that the
 	// reports end every fault period here (see checker.Faults).
 	rec.Record(history.Event{Process: history.Nemesis, Type: history.Invoke, F: TeardownF})
 	healed := history.Event{Process: history.Nemesis, Type: history.Info, F: TeardownF, Value: "healed"}
-	if err := nem.Teardown(tctx); err != nil {
-		problems = append(problems, fmt.Errorf("nemesis teardown (healing): %w", err))
+	if err := protect("the nemesis's Teardown (healing)", func() error { return nem.Teardown(tctx) }); err != nil {
+		troubles = append(troubles, fmt.Sprintf("nemesis teardown (healing): %v", err))
 		healed.Error = err.Error()
 	}
 	rec.Record(healed)
@@ -219,17 +300,19 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	case <-waited:
 	case <-time.After(drainGrace):
 	}
-	if tc, err := t.Client.Open(tctx, nodes[0]); err == nil {
-		if err := tc.Teardown(tctx); err != nil {
-			problems = append(problems, fmt.Errorf("client teardown: %w", err))
+	if err := protect("the client's Teardown", func() error {
+		tc, err := t.Client.Open(tctx, nodes[0])
+		if err != nil {
+			return err
 		}
-		tc.Close(tctx)
-	} else {
-		problems = append(problems, fmt.Errorf("client teardown: %w", err))
+		defer tc.Close(tctx)
+		return tc.Teardown(tctx)
+	}); err != nil {
+		troubles = append(troubles, fmt.Sprintf("client teardown: %v", err))
 	}
 	if t.Teardown != nil {
-		if err := t.Teardown(tctx, dir); err != nil {
-			problems = append(problems, fmt.Errorf("collecting the system's records: %w", err))
+		if err := protect("the test's Teardown", func() error { return t.Teardown(tctx, dir) }); err != nil {
+			troubles = append(troubles, fmt.Sprintf("collecting the system's records: %v", err))
 		}
 	}
 	recErr := rec.Close()
@@ -242,25 +325,23 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	case err != nil:
 		res = checker.Errorf("the history cannot be paired: %v", err)
 	case t.Checker != nil:
-		res = t.Checker.Check(bg, run)
+		res = runChecker(bg, t.Checker, run, t.checkTimeout())
 	default:
 		res = checker.Result{Valid: linear.True, Fields: map[string]any{}}
 	}
 	if res.Fields == nil {
 		res.Fields = map[string]any{}
 	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		problems = append(problems, fmt.Errorf("running the generator: %w", runErr))
+	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded) {
+		troubles = append(troubles, fmt.Sprintf("running the generator: %v", runErr))
 	}
 	if recErr != nil {
-		problems = append(problems, fmt.Errorf("history: %w", recErr))
+		troubles = append(troubles, fmt.Sprintf("history: %v", recErr))
 	}
-	if len(problems) > 0 {
-		msgs := make([]string, len(problems))
-		for i, p := range problems {
-			msgs[i] = p.Error()
-		}
-		res.Fields["harness_errors"] = msgs
+	troubles = append(panics.list(), troubles...)
+	troubles = append(troubles, res.Panicked()...)
+	if len(troubles) > 0 {
+		res.Fields["harness_errors"] = troubles
 		// The run did not go as designed: a valid verdict would claim more
 		// than was checked.
 		if res.Valid == linear.True {
@@ -272,7 +353,8 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	res.Fields["duration_s"] = out.Duration.Seconds()
 	res.Fields["seed"] = t.Seed
 	out.Results = res
-	out.Valid = res.Valid
+	out.Verdict = res.Valid
+	out.Problems = troubles
 	if err := writeJSON(dir, ResultsFile, res); err != nil {
 		return out, fmt.Errorf("store: %w", err)
 	}
@@ -280,4 +362,79 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 		return out, ctx.Err()
 	}
 	return out, nil
+}
+
+// checkTimeout is how long the checkers may take (see Test.TimeLimit).
+func (t *Test) checkTimeout() time.Duration {
+	switch {
+	case t.CheckTimeout > 0:
+		return t.CheckTimeout
+	case t.TimeLimit > 0:
+		return max(t.TimeLimit, time.Minute)
+	}
+	return 0
+}
+
+// checkGrace is how long past its deadline a checker may take to return
+// before the harness gives up on it.
+const checkGrace = 5 * time.Second
+
+// runChecker runs c with a deadline of limit (none when 0), containing a
+// panic and giving up on a checker that does not return in time.
+func runChecker(ctx context.Context, c checker.Checker, run *checker.Run, limit time.Duration) checker.Result {
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	done := make(chan checker.Result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- checker.Panicked("the checker", p)
+			}
+		}()
+		done <- c.Check(ctx, run)
+	}()
+	var late <-chan time.Time
+	if limit > 0 {
+		tm := time.NewTimer(limit + checkGrace)
+		defer tm.Stop()
+		late = tm.C
+	}
+	select {
+	case r := <-done:
+		return r
+	case <-late:
+		return checker.Errorf("the checker did not return within %v (and %v of grace)", limit, checkGrace)
+	}
+}
+
+// protect calls fn, turning a panic in it into an error with the panic's
+// text: user code must not crash the run before the faults are healed.
+func protect(what string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s panicked: %v", what, p)
+		}
+	}()
+	return fn()
+}
+
+// problems collects what went wrong in workers, from any goroutine.
+type problems struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (p *problems) add(msg string) {
+	p.mu.Lock()
+	p.msgs = append(p.msgs, msg)
+	p.mu.Unlock()
+}
+
+func (p *problems) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.msgs)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ type done struct {
 type interpreter struct {
 	g        gen.Generator
 	threads  int
+	seed     uint64 // the test's seed, given to the generator in every Context
 	rec      *Recorder
 	progress *progress
 	// per thread, index th+1 (the nemesis thread is -1):
@@ -65,7 +67,7 @@ func (in *interpreter) freeThreads() []int {
 }
 
 func (in *interpreter) ctx(now time.Duration) gen.Context {
-	return gen.Context{Time: now, Threads: in.threads, Free: in.freeThreads()}
+	return gen.Context{Seed: in.seed, Time: now, Threads: in.threads, Free: in.freeThreads()}
 }
 
 // invoke records op's invocation on its thread, tells the generator and
@@ -107,6 +109,18 @@ func (in *interpreter) complete(d done) {
 // errStuck is returned when the generator waits for something that can
 // never happen.
 var errStuck = errors.New("the generator is stuck: it is pending with no operation outstanding and no time to wake up")
+
+// protectedRun is run, turning a panic in the generator into an error: the
+// operations in flight are then drained as after an interrupt, and the run
+// goes on to heal and check what happened.
+func (in *interpreter) protectedRun(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = in.drain(fmt.Errorf("the generator panicked: %v", p))
+		}
+	}()
+	return in.run(ctx)
+}
 
 // run interprets until the generator is exhausted and every operation has
 // completed, or ctx is done (then it waits up to drainGrace for operations
@@ -237,6 +251,7 @@ type worker struct {
 	rec     *Recorder
 	stale   bool // the last op ended in info: reopen before the next
 	dones   chan<- done
+	panics  *problems
 }
 
 func (w *worker) loop(ctx context.Context, jobs <-chan job, wg *sync.WaitGroup) {
@@ -245,7 +260,7 @@ func (w *worker) loop(ctx context.Context, jobs <-chan job, wg *sync.WaitGroup) 
 		op := Op{Process: j.process, F: j.op.F, Value: j.op.Value}
 		var c Completion
 		if w.thread == gen.NemesisThread {
-			c = w.nemesis.Invoke(ctx, op)
+			c = w.invokeNemesis(ctx, op)
 			// Jepsen's convention: a fault's start and end are info, since
 			// nothing a nemesis does is a client-visible outcome.
 			c.Type = history.Info
@@ -264,11 +279,49 @@ func (w *worker) loop(ctx context.Context, jobs <-chan job, wg *sync.WaitGroup) 
 		w.dones <- done{thread: w.thread, event: e}
 	}
 	if w.client != nil {
-		w.client.Close(context.WithoutCancel(ctx))
+		cl := w.client
+		if err := protect("the client's Close", func() error { return cl.Close(context.WithoutCancel(ctx)) }); err != nil && w.panics != nil && strings.Contains(err.Error(), "panicked") {
+			w.panics.add(err.Error())
+		}
 	}
 }
 
+// invokeNemesis invokes op on the nemesis; a panic is an info completion
+// with the panic's text, and a problem of the run (the faults are still
+// healed at the end).
+func (w *worker) invokeNemesis(ctx context.Context, op Op) (c Completion) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg := fmt.Sprintf("the nemesis panicked on %s: %v", op.F, r)
+			c = Info(op.Value, msg)
+			if w.panics != nil {
+				w.panics.add(msg)
+			}
+		}
+	}()
+	return w.nemesis.Invoke(ctx, op)
+}
+
 func (w *worker) invokeClient(ctx context.Context, op Op) (c Completion) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Whatever the client did may have reached the system: the
+			// outcome is unknown, and the run did not go as designed.
+			msg := fmt.Sprintf("the client panicked: %v", r)
+			c = Info(op.Value, msg)
+			if w.panics != nil {
+				w.panics.add(fmt.Sprintf("%s (process %s, %s %s)", msg, op.Process, op.F, history.Show(op.Value)))
+			}
+		}
+		switch c.Type {
+		case history.OK, history.Fail:
+		case history.Info:
+			w.stale = true
+		default:
+			c = Info(c.Value, fmt.Sprintf("the client answered %s, which is not a completion", c.Type))
+			w.stale = true
+		}
+	}()
 	if w.stale && w.client != nil {
 		w.client.Close(ctx)
 		w.client = nil
@@ -282,18 +335,5 @@ func (w *worker) invokeClient(ctx context.Context, op Op) (c Completion) {
 		}
 		w.client = cl
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			c = Info(op.Value, fmt.Sprintf("the client panicked: %v", r))
-		}
-		switch c.Type {
-		case history.OK, history.Fail:
-		case history.Info:
-			w.stale = true
-		default:
-			c = Info(c.Value, fmt.Sprintf("the client answered %s, which is not a completion", c.Type))
-			w.stale = true
-		}
-	}()
 	return w.client.Invoke(ctx, op)
 }

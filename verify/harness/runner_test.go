@@ -305,8 +305,8 @@ func TestBrokenGeneratorsEndTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Valid != linear.Unknown {
-			t.Fatalf("%s: valid %v", name, out.Valid)
+		if out.Verdict != linear.Unknown {
+			t.Fatalf("%s: valid %v", name, out.Verdict)
 		}
 		errs, _ := out.Results.Fields["harness_errors"].([]string)
 		want := map[string]string{"stuck": "the generator is stuck", "busy": "to thread 99, which is not free"}[name]

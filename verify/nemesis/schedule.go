@@ -24,6 +24,7 @@ type schedule struct {
 	c             Choices
 	quiet, active time.Duration
 	r             gen.Rand
+	stream        uint64        // r is the stream's source in the run once asked
 	at            time.Duration // when the next op is due; <0: not yet asked
 	activeKind    string        // the kind started and not yet stopped
 	started       bool
@@ -34,7 +35,7 @@ type schedule struct {
 // in gen.TimeLimit). The same seed gives the same faults in the same order.
 // It hands out ops only to the nemesis thread; put it under gen.Nemesis.
 func Schedule(seed uint64, choices Choices, quiet, active time.Duration) gen.Generator {
-	return &schedule{c: choices, quiet: quiet, active: active, r: gen.NewRand(seed), at: -1}
+	return &schedule{c: choices, quiet: quiet, active: active, stream: seed, at: -1}
 }
 
 func (s *schedule) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
@@ -42,6 +43,7 @@ func (s *schedule) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
 		// The first quiet period starts when the schedule is first asked.
 		first := *s
 		first.at = ctx.Time + s.quiet
+		first.r = ctx.Rand(s.stream) // the test's seed and this stream
 		s = &first
 	}
 	if ctx.Time < s.at {
