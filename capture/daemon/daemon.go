@@ -51,6 +51,8 @@ type Options struct {
 	// Listener, when set, is used instead of listening on the configured
 	// address (tests hand over a port they picked).
 	Listener net.Listener
+	// Limits bound the API server's clients; zero fields take defaults.
+	Limits Limits
 }
 
 // Daemon is one node.
@@ -66,10 +68,13 @@ type Daemon struct {
 	sub   *bus.Subscription[struct{}]
 	mets  *metrics
 	http  *http.Server
+	conns *connLimiter
 	ln    net.Listener
 
 	verifier *auth.Verifier
 	offset   atomic.Int64 // test-only clock offset, ns
+	// passiveWhy is why the last pass could not act, "" when it could.
+	passiveWhy atomic.Value
 
 	// vrrp is keepalived's view of this node, when it is the authority
 	// for on-premises captures (authority.go).
@@ -101,6 +106,10 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 	if d.provs, err = providers(ctx, cfg, d.log); err != nil {
 		return nil, err
 	}
+	// A state file that is absent or empty is a new one: with a
+	// federation log that is not, the node lost part of its state and
+	// must learn the epoch lines back before it acts (see Synced).
+	stateNew := fileEmpty(cfg.StatePath)
 	if d.st, err = store.Open(cfg.StatePath, store.Options{UnsafeDisableFence: opts.UnsafeDisableFence}); err != nil {
 		return nil, err
 	}
@@ -120,10 +129,20 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		Client: client, Clock: d.now, Heartbeat: cfg.Timing.HeartbeatInterval,
 		Timing: federation.Timing{TTL: cfg.Timing.HeartbeatTTL, PromotionHold: cfg.Timing.PromotionHold},
 		Logger: d.log, OnChange: func() { d.wake.Publish(struct{}{}) },
+		Keys: configuredKeys(cfg), RequireSender: true,
 	})
 	if err != nil {
 		d.st.Close()
 		return nil, err
+	}
+	if stateNew {
+		if err := d.fed.MarkUnsynced(); err != nil {
+			d.close()
+			return nil, fmt.Errorf("federation log: %w", err)
+		}
+	}
+	if ok, why := d.fed.Synced(); !ok {
+		d.log.Warn("passive until synced", "why", why)
 	}
 	d.mets = newMetrics(d)
 	hold := cfg.Timing.DeprovisionHold
@@ -147,7 +166,6 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		Clock: d.now, Wake: d.sub.C(), OnPass: d.afterPass, OnEpochs: d.publishEpochs, Preempt: d.preempt,
 		Ready: d.ready, ReadyExempt: exempt,
 	})
-	d.http = &http.Server{Handler: d.routes(), ReadHeaderTimeout: 10 * time.Second}
 	d.ln = opts.Listener
 	if d.ln == nil {
 		if d.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -155,6 +173,10 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 			return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 		}
 	}
+	lim := opts.Limits.withDefaults()
+	d.conns = newConnLimiter(d.ln, lim.MaxConns)
+	d.ln = d.conns
+	d.http = newServer(d.routes(), lim, cfg.Federation.MaxBody, d.conns)
 	if cfg.Federation.TLS != nil {
 		tc, err := auth.ServerTLS(cfg.Federation.TLS.CertFile, cfg.Federation.TLS.KeyFile, cfg.Federation.TLS.CAFile)
 		if err != nil {
@@ -309,6 +331,63 @@ var (
 	errPassTooLong  = errors.New("the pass has run past the contact window (was the process paused?)")
 )
 
+// fileEmpty reports whether the file at path is absent or holds nothing.
+func fileEmpty(path string) bool {
+	fi, err := os.Stat(path)
+	return errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0)
+}
+
+// configuredKeys are the capture keys the federation admits: every address
+// of every pool in the domain of every member (a pool without a placement
+// group gives each member its own line).
+func configuredKeys(cfg *config.Node) map[capture.Key]bool {
+	out := map[capture.Key]bool{}
+	for _, p := range cfg.Pools {
+		for _, m := range p.Members {
+			for _, a := range p.Addresses {
+				out[capture.Key{Pool: p.Name, Address: a, Domain: p.Domain(m.Node)}] = true
+			}
+		}
+	}
+	return out
+}
+
+// errUnreplicated: an epoch this node would act at is not yet held by a
+// majority of the cluster.
+var errUnreplicated = errors.New("epoch records not yet held by a majority of the cluster")
+
+// passive says why this node may not act now: it lost its state and has
+// not learned the cluster's epoch lines back, or epoch records of its
+// capture keys are not yet held by a majority (a node that acted at an
+// epoch only it knew, and then lost its disk, would take that epoch again
+// for another holder). "" when it may act.
+func (d *Daemon) passive() error {
+	if ok, why := d.fed.Synced(); !ok {
+		return errors.New(why)
+	}
+	epochs, err := d.st.Epochs()
+	if err != nil {
+		return fmt.Errorf("reading epochs: %w", err)
+	}
+	want := map[capture.Key]capture.Epoch{}
+	for _, p := range d.cfg.Pools {
+		if _, member := p.Member(d.cfg.Name); !member {
+			continue
+		}
+		dom := p.Domain(d.cfg.Name)
+		for _, a := range p.Addresses {
+			k := capture.Key{Pool: p.Name, Address: a, Domain: dom}
+			if r, ok := epochs[k]; ok && r.Epoch > 0 {
+				want[k] = r.Epoch
+			}
+		}
+	}
+	if keys := d.fed.Unreplicated(want); len(keys) > 0 {
+		return fmt.Errorf("%w: %d keys, first %s at epoch %d", errUnreplicated, len(keys), keys[0], want[keys[0]])
+	}
+	return nil
+}
+
 // ready is the executor's condition for a pass: at its start this node had
 // heard from a majority within the contact window, and it is still within
 // that window of the start, on the monotonic clock. The window is the
@@ -321,12 +400,23 @@ func (d *Daemon) ready() func() error {
 	start := time.Now()
 	window := d.cfg.Timing.HeartbeatTTL + d.cfg.Timing.PromotionHold
 	inContact := d.fed.InContact(window)
+	// Once the epoch records are replicated they stay so for the pass:
+	// nothing else moves this node's epochs until the next pass.
+	replicated := false
 	return func() error {
 		if !inContact {
 			return errOutOfContact
 		}
 		if time.Since(start) > window {
 			return errPassTooLong
+		}
+		if !replicated {
+			if err := d.passive(); err != nil {
+				d.passiveWhy.Store(err.Error())
+				return err
+			}
+			replicated = true
+			d.passiveWhy.Store("")
 		}
 		return nil
 	}
