@@ -49,6 +49,10 @@ const (
 	// ReasonMisconfigured: the Verifier's secret is shorter than
 	// MinSecretLen, so no request can be trusted (answered 500).
 	ReasonMisconfigured = "misconfigured"
+	// ReasonReplayLog: a correctly signed, fresh request whose signature
+	// could not be written to the replay log (answered 503): accepting it
+	// would let it be replayed after a restart.
+	ReasonReplayLog = "replay-log"
 )
 
 // DefaultMaxBody is the body cap used when MaxBody is zero or negative.

@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"net/http"
@@ -75,9 +76,13 @@ func FuzzVerify(f *testing.F) {
 // shouldAccept restates the acceptance rules for a Verifier from
 // newVerifier at time t0: body within 64 bytes, each header present once,
 // a canonical timestamp within a minute, a visible-ASCII node name, and a
-// signature equal to the MAC of the documented layout.
+// signature equal to the MAC of the documented layout, over a digest
+// header that matches the body.
 func shouldAccept(h http.Header, method string, u *url.URL, body []byte) bool {
-	if len(body) > 64 || len(h.Values(HeaderTimestamp)) != 1 || len(h.Values(HeaderNode)) != 1 || len(h.Values(HeaderSignature)) != 1 {
+	if len(body) > 64 || len(h.Values(HeaderTimestamp)) != 1 || len(h.Values(HeaderNode)) != 1 || len(h.Values(HeaderSignature)) != 1 || len(h.Values(HeaderContentSHA256)) != 1 {
+		return false
+	}
+	if d := sha256.Sum256(body); h.Get(HeaderContentSHA256) != hex.EncodeToString(d[:]) {
 		return false
 	}
 	ts, node := h.Get(HeaderTimestamp), h.Get(HeaderNode)

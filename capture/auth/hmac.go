@@ -24,6 +24,11 @@ const (
 	// requests; but every holder of the secret can claim any name, which is
 	// why the name is informational and not an authorization boundary.
 	HeaderNode = "X-Ipfence-Node"
+	// HeaderContentSHA256 holds the SHA-256 of the body, hex. The
+	// signature covers it instead of the body, so that the signature is
+	// checked before a byte of the body is read: a stranger's body is
+	// never read, however large the cap.
+	HeaderContentSHA256 = "X-Ipfence-Content-Sha256"
 )
 
 // MinSecretLen is the shortest shared secret accepted: 32 bytes, the size
@@ -43,29 +48,33 @@ const DefaultMaxReplay = 1 << 17
 
 // signedMaterialVersion starts the signed material. Bumping it retires every
 // signature made under an older layout.
-const signedMaterialVersion = "ipfence-hmac-v1\n"
+const signedMaterialVersion = "ipfence-hmac-v2\n"
 
 // writeMaterial writes the signed material to h:
 //
-//	ipfence-hmac-v1\n
+//	ipfence-hmac-v2\n
 //	<len(timestamp)>:<timestamp>\n
 //	<len(node)>:<node>\n
 //	<len(method)>:<method>\n
 //	<len(target)>:<target>\n
-//	<body>
+//	<digest>
 //
-// where each len is the decimal byte length of the part that follows it and
+// where each len is the decimal byte length of the part that follows it,
 // target is the request path with its raw query, as sent on the request
-// line. Every part but the last is length-prefixed and the body runs to the
-// end, so the material parses back into exactly one tuple: moving bytes from
-// one part into another yields different material and so a different MAC.
+// line, and digest is the body's SHA-256 in lower-case hex (the
+// X-Ipfence-Content-Sha256 header). Every part but the last is
+// length-prefixed and the digest runs to the end, so the material parses
+// back into exactly one tuple: moving bytes from one part into another
+// yields different material and so a different MAC. Version 2 signs the
+// digest rather than the body (version 1), so that the signature can be
+// checked from the headers alone.
 //
 // The Host is deliberately not signed: a proxy or port-forward in front of
 // the daemon may rewrite it, and every node holding the secret can sign
 // anything anyway, so binding the destination would only guard against an
 // eavesdropper replaying a request once to another node within the window,
 // which TLS on the connection already prevents.
-func writeMaterial(h io.Writer, ts, node, method, target string, body []byte) {
+func writeMaterial(h io.Writer, ts, node, method, target string, digest []byte) {
 	io.WriteString(h, signedMaterialVersion)
 	for _, part := range [...]string{ts, node, method, target} {
 		io.WriteString(h, strconv.Itoa(len(part)))
@@ -73,13 +82,19 @@ func writeMaterial(h io.Writer, ts, node, method, target string, body []byte) {
 		io.WriteString(h, part)
 		io.WriteString(h, "\n")
 	}
-	h.Write(body)
+	h.Write(digest)
 }
 
-func mac(secret []byte, ts, node, method, target string, body []byte) []byte {
+func mac(secret []byte, ts, node, method, target string, digest []byte) []byte {
 	h := hmac.New(sha256.New, secret)
-	writeMaterial(h, ts, node, method, target, body)
+	writeMaterial(h, ts, node, method, target, digest)
 	return h.Sum(nil)
+}
+
+// bodyDigest is the hex SHA-256 of body, as HeaderContentSHA256 carries it.
+func bodyDigest(body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return []byte(hex.EncodeToString(sum[:]))
 }
 
 // requestMethod is r's method as it goes on the wire: the client sends GET
@@ -125,10 +140,12 @@ func (s *Signer) Sign(r *http.Request, body []byte) {
 		now = s.Now
 	}
 	ts := strconv.FormatInt(now().UnixNano(), 10)
-	sum := mac(s.Secret, ts, s.Node, requestMethod(r), requestTarget(r), body)
+	digest := bodyDigest(body)
+	sum := mac(s.Secret, ts, s.Node, requestMethod(r), requestTarget(r), digest)
 	if r.Header == nil {
 		r.Header = make(http.Header)
 	}
+	r.Header.Set(HeaderContentSHA256, string(digest))
 	r.Header.Set(HeaderTimestamp, ts)
 	r.Header.Set(HeaderNode, s.Node)
 	r.Header.Set(HeaderSignature, hex.EncodeToString(sum))
@@ -211,9 +228,30 @@ type Verifier struct {
 	// request, before the answer is written, so that the daemon can export
 	// metrics and log. It must not read the request body.
 	OnReject func(reason string, r *http.Request)
+	// NotBefore, when set, refuses (as stale) every request signed before
+	// it: a node whose replay log is new sets it to its start, so that a
+	// request captured before a restart that lost the log cannot be
+	// replayed after it.
+	NotBefore time.Time
+	// Log, when set, persists every accepted signature before the request
+	// is passed on, so that the replay cache survives a restart (see
+	// OpenReplayLog and Preload). A signature it cannot persist is not
+	// accepted (answered 503).
+	Log interface {
+		Record(sig [sha256.Size]byte, expires time.Time) error
+	}
 
 	counts rejections
 	replay replayCache
+}
+
+// Preload fills the replay cache with signatures accepted before (by an
+// earlier process, from its replay log), each until its expiry. Call it
+// before Middleware serves.
+func (v *Verifier) Preload(entries map[[sha256.Size]byte]time.Time) {
+	for sig, exp := range entries {
+		v.replay.add(sig, exp, time.Time{}, int(^uint(0)>>1))
+	}
 }
 
 // Rejected returns how many requests were rejected, by reason: missing,
@@ -221,15 +259,19 @@ type Verifier struct {
 // replay-cache-full and misconfigured, each present even at zero.
 func (v *Verifier) Rejected() map[string]uint64 {
 	return v.counts.snapshot(ReasonMissing, ReasonMalformed, ReasonStale, ReasonFuture,
-		ReasonBadSignature, ReasonReplayed, ReasonTooLarge, ReasonReplayCacheFull, ReasonMisconfigured)
+		ReasonBadSignature, ReasonReplayed, ReasonTooLarge, ReasonReplayCacheFull, ReasonMisconfigured, ReasonReplayLog)
 }
 
 // Middleware returns a handler that calls next only for a request that is
-// correctly signed, fresh, not seen before, and within the body cap. In
-// that order of answers: a body over MaxBody is answered 413 before the
-// signature is looked at; absent or ill-formed headers, a timestamp outside
-// the window, a wrong signature, and a replay are answered 401. next sees
-// the whole body again in r.Body and the sender's name through Node.
+// correctly signed, fresh, not seen before, and within the body cap. The
+// signature is checked from the headers alone (it covers the body's
+// digest), before a byte of the body is read: a declared body over MaxBody
+// is answered 413 first; absent or ill-formed headers, a timestamp outside
+// the window (or before NotBefore), a wrong signature, and a replay are
+// answered 401 without reading the body; then the body is read, within the
+// cap, and a body that does not match the signed digest is answered 401
+// too. next sees the whole body again in r.Body and the sender's name
+// through Node.
 func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(v.Secret) < MinSecretLen {
@@ -237,17 +279,34 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		max := capBody(v.MaxBody)
+		if r.ContentLength > max {
+			v.reject(w, r, tooLarge(max))
+			return
+		}
+		node, digest, rej, _ := v.verify(r)
+		if rej != "" {
+			v.reject(w, r, rejection{http.StatusUnauthorized, rej, rej})
+			return
+		}
 		body, err := readBody(w, r, max)
 		if err != nil {
 			v.reject(w, r, bodyRejection(err, max))
 			return
 		}
-		node, rej, retry := v.verify(r, body)
-		if rej != "" {
+		if !hmac.Equal(bodyDigest(body), digest) {
+			v.reject(w, r, rejection{http.StatusUnauthorized, ReasonBadSignature, ReasonBadSignature})
+			return
+		}
+		// Remembered only once the whole request checked out, so that a
+		// rejected one leaves nothing behind.
+		if rej, retry := v.remember(r); rej != "" {
 			status := http.StatusUnauthorized
-			if rej == ReasonReplayCacheFull {
+			switch rej {
+			case ReasonReplayCacheFull:
 				status = http.StatusServiceUnavailable
 				w.Header().Set("Retry-After", strconv.FormatInt(int64(retry/time.Second)+1, 10))
+			case ReasonReplayLog:
+				status = http.StatusServiceUnavailable
 			}
 			v.reject(w, r, rejection{status, rej, rej})
 			return
@@ -260,27 +319,27 @@ func (v *Verifier) reject(w http.ResponseWriter, r *http.Request, rej rejection)
 	reject(w, r, &v.counts, v.OnReject, "Ipfence-HMAC", rej)
 }
 
-// verify checks r's signature headers against body and records an accepted
-// signature in the replay cache. It returns the sender's node name, or the
-// reason for rejection and, for a full replay cache, how long until room is
-// made.
-func (v *Verifier) verify(r *http.Request, body []byte) (node, reason string, retry time.Duration) {
+// verify checks r's signature headers, which cover the body's digest. It
+// returns the sender's node name and the signed digest, or the reason for
+// rejection.
+func (v *Verifier) verify(r *http.Request) (node string, digest []byte, reason string, retry time.Duration) {
 	tsv, ok1 := single(r.Header, HeaderTimestamp)
 	node, ok2 := single(r.Header, HeaderNode)
 	sigv, ok3 := single(r.Header, HeaderSignature)
+	dv, ok4 := single(r.Header, HeaderContentSHA256)
 	switch {
-	case tsv == "" || node == "" || sigv == "":
-		return "", ReasonMissing, 0
-	case !ok1 || !ok2 || !ok3:
-		return "", ReasonMalformed, 0
+	case tsv == "" || node == "" || sigv == "" || dv == "":
+		return "", nil, ReasonMissing, 0
+	case !ok1 || !ok2 || !ok3 || !ok4:
+		return "", nil, ReasonMalformed, 0
 	}
 	ts, err := parseTimestamp(tsv)
-	if err != nil || !validNode(node) || len(sigv) != hex.EncodedLen(sha256.Size) {
-		return "", ReasonMalformed, 0
+	if err != nil || !validNode(node) || len(sigv) != hex.EncodedLen(sha256.Size) || !lowerHex(dv, sha256.Size) {
+		return "", nil, ReasonMalformed, 0
 	}
 	sig, err := hex.DecodeString(sigv)
 	if err != nil {
-		return "", ReasonMalformed, 0
+		return "", nil, ReasonMalformed, 0
 	}
 
 	window := v.Window
@@ -292,30 +351,70 @@ func (v *Verifier) verify(r *http.Request, body []byte) (node, reason string, re
 		now = v.Now()
 	}
 	switch {
-	case ts.Before(now.Add(-window)):
-		return "", ReasonStale, 0
+	case ts.Before(now.Add(-window)) || ts.Before(v.NotBefore):
+		return "", nil, ReasonStale, 0
 	case ts.After(now.Add(window)):
-		return "", ReasonFuture, 0
+		return "", nil, ReasonFuture, 0
 	}
 
-	want := mac(v.Secret, tsv, node, requestMethod(r), requestTarget(r), body)
+	want := mac(v.Secret, tsv, node, requestMethod(r), requestTarget(r), []byte(dv))
 	if !hmac.Equal(want, sig) {
-		return "", ReasonBadSignature, 0
+		return "", nil, ReasonBadSignature, 0
 	}
 
+	return node, []byte(dv), "", 0
+}
+
+// remember records an accepted signature in the replay cache, and then in
+// the log. It returns the reason for rejection (a replay, a full cache, a
+// log that cannot be written) and, for a full cache, how long until room is
+// made.
+func (v *Verifier) remember(r *http.Request) (reason string, retry time.Duration) {
+	sig, _ := hex.DecodeString(r.Header.Get(HeaderSignature)) // verify checked it
+	ts, _ := parseTimestamp(r.Header.Get(HeaderTimestamp))
+	window := v.Window
+	if window <= 0 {
+		window = DefaultWindow
+	}
+	now := time.Now()
+	if v.Now != nil {
+		now = v.Now()
+	}
 	max := v.MaxReplay
 	if max <= 0 {
 		max = DefaultMaxReplay
 	}
 	// The signature stays replayable until its timestamp leaves the window,
 	// so that is when the cache may forget it.
-	switch res, wait := v.replay.add([sha256.Size]byte(sig), ts.Add(window), now, max); res {
+	key := [sha256.Size]byte(sig)
+	switch res, wait := v.replay.add(key, ts.Add(window), now, max); res {
 	case replaySeen:
-		return "", ReasonReplayed, 0
+		return ReasonReplayed, 0
 	case replayFull:
-		return "", ReasonReplayCacheFull, wait
+		return ReasonReplayCacheFull, wait
 	}
-	return node, "", 0
+	if v.Log != nil {
+		if err := v.Log.Record(key, ts.Add(window)); err != nil {
+			// Not persisted, so not accepted: after a restart it could be
+			// replayed. It stays in the cache, so it is not accepted
+			// later in this process either.
+			return ReasonReplayLog, 0
+		}
+	}
+	return "", 0
+}
+
+// lowerHex reports whether s is the lower-case hex form of n bytes.
+func lowerHex(s string, n int) bool {
+	if len(s) != 2*n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // single returns the value of header key in h and whether it is the only

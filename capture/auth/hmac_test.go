@@ -88,7 +88,7 @@ func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 func zeroCounts() map[string]uint64 {
 	return map[string]uint64{
 		"missing": 0, "malformed": 0, "stale": 0, "future": 0, "bad-signature": 0,
-		"replayed": 0, "too-large": 0, "replay-cache-full": 0, "misconfigured": 0,
+		"replayed": 0, "too-large": 0, "replay-cache-full": 0, "misconfigured": 0, "replay-log": 0,
 	}
 }
 
@@ -403,8 +403,9 @@ func TestMisconfigured(t *testing.T) {
 
 func TestMaterialLayout(t *testing.T) {
 	var b bytes.Buffer
-	writeMaterial(&b, "1700000000000000000", "node-a", "POST", "/v1/claims?pool=web", []byte("{}\n"))
-	want := "ipfence-hmac-v1\n19:1700000000000000000\n6:node-a\n4:POST\n19:/v1/claims?pool=web\n{}\n"
+	writeMaterial(&b, "1700000000000000000", "node-a", "POST", "/v1/claims?pool=web", bodyDigest([]byte("{}\n")))
+	// sha256("{}\n") = ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356
+	want := "ipfence-hmac-v2\n19:1700000000000000000\n6:node-a\n4:POST\n19:/v1/claims?pool=web\nca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356"
 	if b.String() != want {
 		t.Fatalf("material %q, want %q", b.String(), want)
 	}
@@ -426,7 +427,7 @@ func TestMaterialUnambiguous(t *testing.T) {
 	}
 	seen := map[string]parts{}
 	for _, p := range variants {
-		sum := hex.EncodeToString(mac(testSecret, p.ts, p.node, p.method, p.target, []byte(p.body)))
+		sum := hex.EncodeToString(mac(testSecret, p.ts, p.node, p.method, p.target, bodyDigest([]byte(p.body))))
 		if q, dup := seen[sum]; dup {
 			t.Errorf("%+v and %+v share a MAC", p, q)
 		}
@@ -434,11 +435,11 @@ func TestMaterialUnambiguous(t *testing.T) {
 	}
 }
 
-// referenceMAC restates the documented layout independently of writeMaterial.
+// referenceMAC restates the documented layout independently of
+// writeMaterial, from the body itself.
 func referenceMAC(secret []byte, ts, node, method, target string, body []byte) []byte {
 	h := hmac.New(sha256.New, secret)
-	fmt.Fprintf(h, "ipfence-hmac-v1\n%d:%s\n%d:%s\n%d:%s\n%d:%s\n", len(ts), ts, len(node), node, len(method), method, len(target), target)
-	h.Write(body)
+	fmt.Fprintf(h, "ipfence-hmac-v2\n%d:%s\n%d:%s\n%d:%s\n%d:%s\n%x", len(ts), ts, len(node), node, len(method), method, len(target), target, sha256.Sum256(body))
 	return h.Sum(nil)
 }
 
@@ -473,7 +474,7 @@ func FuzzMaterial(f *testing.F) {
 		if !ok || parts != [4]string{ts, node, method, target} || !bytes.Equal(gotBody, body) {
 			t.Fatalf("material %q parsed as %q %q %v", b.Bytes(), parts, gotBody, ok)
 		}
-		if !hmac.Equal(mac(testSecret, ts, node, method, target, body), referenceMAC(testSecret, ts, node, method, target, body)) {
+		if !hmac.Equal(mac(testSecret, ts, node, method, target, bodyDigest(body)), referenceMAC(testSecret, ts, node, method, target, body)) {
 			t.Fatalf("mac disagrees with the documented layout")
 		}
 	})

@@ -71,6 +71,12 @@ type Federation struct {
 	Secret []byte
 	// TLS is mutual TLS instead of a shared secret.
 	TLS *TLS
+	// OperatorSecret, when set, is the operator API's own HMAC key
+	// (operator_secret_file): the operator API then accepts requests
+	// signed with it only, and the federation API never does, so that a
+	// holder of the operator's secret (ipfence ctl) cannot forge node
+	// events. Under mutual TLS it is required on top of the certificate.
+	OperatorSecret []byte
 	// MaxBody bounds a request body in bytes.
 	MaxBody int64
 	// ReplayWindow is how far a signed request's time may be from the

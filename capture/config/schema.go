@@ -217,7 +217,7 @@ func (p *parser) federation(s *section) Federation {
 		p.failAt(s.absent("federation"), "federation", "required: give secret_file or tls")
 		return fed
 	}
-	sec := s.sub(p, "federation", "secret_file", "tls", "max_body", "replay_window")
+	sec := s.sub(p, "federation", "secret_file", "tls", "max_body", "replay_window", "operator_secret_file")
 	if sec == nil {
 		return fed
 	}
@@ -234,6 +234,12 @@ func (p *parser) federation(s *section) Federation {
 	}
 	if hasTLS {
 		fed.TLS = p.tls(sec)
+	}
+	if name, v := sec.text(p, "operator_secret_file", false); v != nil {
+		fed.OperatorSecret = p.secretAt(v, name, "federation.operator_secret_file")
+		if fed.OperatorSecret != nil && bytes.Equal(fed.OperatorSecret, fed.Secret) {
+			p.fail(v, "federation.operator_secret_file", "holds the same secret as secret_file; the operator's secret must differ, or every operator can sign node events")
+		}
 	}
 	if size, v := sec.text(p, "max_body", false); v != nil {
 		if n, err := parseSize(size); err != nil {
@@ -261,7 +267,11 @@ const maxSecretFile = 64 << 10
 
 // secret reads the shared secret from the file named at n.
 func (p *parser) secret(n *yaml.Node, name string) []byte {
-	const field = "federation.secret_file"
+	return p.secretAt(n, name, "federation.secret_file")
+}
+
+// secretAt reads a secret from the file named at n, for field.
+func (p *parser) secretAt(n *yaml.Node, name, field string) []byte {
 	if name == "" {
 		p.fail(n, field, "must not be empty")
 		return nil
