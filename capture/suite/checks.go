@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -48,6 +49,8 @@ func singleHolder(col *collected) checker.Checker {
 		since := map[string]int64{}
 		var dual time.Duration
 		var episodes []string
+		open := map[string]int{}      // address → its episode's index while on two NICs
+		nics := map[string][]string{} // address → the NICs of its open episode
 		end := int64(0)
 		for _, m := range col.mutations {
 			t := mutationTime(m, r.StartMono)
@@ -72,14 +75,28 @@ func singleHolder(col *collected) checker.Checker {
 			switch {
 			case before <= 1 && len(h) > 1:
 				since[m.Address] = t
-				episodes = append(episodes, fmt.Sprintf("%s on %d NICs from %.3fs", m.Address, len(h), float64(t)/1e9))
+				open[m.Address] = len(episodes)
+				nics[m.Address] = slices.Sorted(maps.Keys(h))
+				episodes = append(episodes, "")
+			case before > 1 && len(h) > 1:
+				for n := range h {
+					if !slices.Contains(nics[m.Address], n) {
+						nics[m.Address] = append(nics[m.Address], n)
+					}
+				}
 			case before > 1 && len(h) <= 1:
 				dual += time.Duration(t - since[m.Address])
+				episodes[open[m.Address]] = fmt.Sprintf("%s on %s at once from %.3fs to %.3fs (%v)", m.Address,
+					strings.Join(nics[m.Address], " and "), float64(since[m.Address])/1e9, float64(t)/1e9,
+					time.Duration(t-since[m.Address]).Round(time.Millisecond))
+				delete(open, m.Address)
 			}
 		}
 		for a, h := range holders {
 			if len(h) > 1 {
 				dual += time.Duration(end - since[a])
+				episodes[open[a]] = fmt.Sprintf("%s on %s at once from %.3fs to the end of the record", a,
+					strings.Join(nics[a], " and "), float64(since[a])/1e9)
 			}
 		}
 		valid := linear.True
@@ -88,7 +105,8 @@ func singleHolder(col *collected) checker.Checker {
 		}
 		return checker.Result{Valid: valid, Fields: map[string]any{
 			"dual_holder_ms": float64(dual.Microseconds()) / 1000, "dual_holder_episodes": len(episodes),
-			"examples": first(episodes, 10), "mutations": len(col.mutations)}}
+			"examples": first(episodes, 10), "findings": first(episodes, 10), "findings_total": len(episodes),
+			"mutations": len(col.mutations)}}
 	})
 }
 
@@ -119,6 +137,7 @@ func fence(col *collected) checker.Checker {
 		}
 		return checker.Result{Valid: valid, Fields: map[string]any{
 			"stale_actions_executed": len(effective), "examples": first(effective, 10),
+			"findings": first(effective, 10), "findings_total": len(effective),
 			"stale_forwarding_on_former_holders": len(harmless), "former_holder_examples": first(harmless, 10),
 			"mutations": len(col.mutations)}}
 	})
@@ -267,9 +286,12 @@ func failover(col *collected) checker.Checker {
 // ownerFile is the merged history in the run's folder.
 const ownerFile = "capture-owner.jsonl"
 
-// mutationProcess numbers the provider's record in the merged history: far
-// above any client process, so the two never meet.
-const mutationProcess = 1 << 40
+// MutationProcess numbers the provider's record in the merged history
+// (capture-owner.jsonl): far above any client process, so the two never
+// meet.
+const MutationProcess = 1 << 40
+
+const mutationProcess = MutationProcess
 
 // ownerHistory merges the clients' reads with the simulator's record, for
 // the capture-owner model: each read as the clients saw it, each mutation

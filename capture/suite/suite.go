@@ -202,6 +202,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 			"fence":         fence(col),
 			"convergence":   convergence(col),
 			"failover":      failover(col),
+			"availability":  availability(col),
 			"linear": checker.Linearizable(checker.LinearOptions{
 				Model: mustModel("capture-owner"), History: ownerHistory(col), Timeout: time.Minute}),
 			"stats":  checker.Stats(),

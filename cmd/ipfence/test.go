@@ -204,7 +204,11 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 	if r, ok := cs["availability"]; ok {
 		line := fmt.Sprintf("  availability    %-7s no holder %v ms", r.Valid, r.Fields["no_holder_ms"])
 		if n, _ := r.Fields["episodes"].(int); n > 0 {
-			line += fmt.Sprintf(" in %d periods, %v ms outside fault windows", n, r.Fields["outside_faults_ms"])
+			periods := "periods"
+			if n == 1 {
+				periods = "period"
+			}
+			line += fmt.Sprintf(" in %d %s, %v ms outside fault windows", n, periods, r.Fields["outside_faults_ms"])
 		}
 		fmt.Fprintln(w, line)
 	}

@@ -9,8 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/capture/suite"
 	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/lincheck"
+	"github.com/ipfence/ipfence/verify/linear"
 )
 
 func TestTestUsage(t *testing.T) {
@@ -84,7 +89,7 @@ func TestTestCaptureRuns(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Valid != true || res.Seed != 7 || len(res.Checkers) != 8 {
+	if res.Valid != true || res.Seed != 7 || len(res.Checkers) != 9 {
 		t.Fatalf("results.json: %s", b)
 	}
 	cmdLine, _ := os.ReadFile(filepath.Join(dir, "command"))
@@ -306,5 +311,77 @@ func TestMainCommandOnAFreshClone(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(verdictDir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// A failing run explains itself: for each false checker, its first
+// findings in words, how many more there are, and the files to open.
+func TestSummaryExplainsFailure(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"timeline.html", "linear.html"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := []string{
+		"mutation 17 at 12.619s: unassign-secondary-ip 10.0.1.10 on eni-n2 at epoch 3, after epoch 4",
+		"mutation 18 at 12.630s: unassign-secondary-ip 10.0.1.11 on eni-n2 at epoch 3, after epoch 4",
+		"mutation 19 at 12.641s: unassign-secondary-ip 10.0.1.12 on eni-n2 at epoch 3, after epoch 4",
+		"mutation 20 at 12.652s: unassign-secondary-ip 10.0.1.13 on eni-n2 at epoch 3, after epoch 4",
+	}
+	out := &harness.Outcome{Dir: dir, Verdict: linear.False, Ops: 2785, Duration: 60 * time.Second, Results: checker.Result{Valid: linear.False, Fields: map[string]any{
+		"checkers": map[string]checker.Result{
+			"single-holder": {Valid: linear.True, Fields: map[string]any{"dual_holder_ms": 0.0}},
+			"fence": {Valid: linear.False, Fields: map[string]any{"stale_actions_executed": 8,
+				"findings": stale, "findings_total": 8}},
+			"availability": {Valid: linear.False, Fields: map[string]any{"no_holder_ms": 9281.0, "episodes": 1, "outside_faults_ms": 3900.0,
+				"findings":       []string{"10.0.1.10 had no holder from 12.619s to 21.900s (9.281s: 3.9s outside fault windows); 201 reads found none, over the 2s bound"},
+				"findings_total": 1}},
+			"convergence": {Valid: linear.True, Fields: map[string]any{"convergence_s": 0.0}},
+			"failover":    {Valid: linear.True, Fields: map[string]any{"failovers": 0}},
+			"linear": {Valid: linear.False, Fields: map[string]any{"ops": 2668, "failure": &lincheck.Failure{
+				Partition: "address 10.0.1.11", State: `held by "eni-n1" at epoch 3`,
+				Op: lincheck.OpRef{Process: suite.MutationProcess, Index: 540, Op: `unassign from "eni-n1" at epoch 2`}}}},
+			"stats": {Valid: linear.True, Fields: map[string]any{}},
+		}}}}
+	var b strings.Builder
+	printSummary(&b, out)
+	want := `
+2785 ops in 60.0s
+  single holder   true    dual-holder time 0 ms
+  fence           false   stale actions executed 8
+  convergence     true    last move 0 s after the final heal
+  failover        true    no failover observed
+  availability    false   no holder 9281 ms in 1 period, 3900 ms outside fault windows
+  linearizable    false   2668 ops, capture-owner model
+  stats           true   
+
+fence false:
+  mutation 17 at 12.619s: unassign-secondary-ip 10.0.1.10 on eni-n2 at epoch 3, after epoch 4
+  mutation 18 at 12.630s: unassign-secondary-ip 10.0.1.11 on eni-n2 at epoch 3, after epoch 4
+  mutation 19 at 12.641s: unassign-secondary-ip 10.0.1.12 on eni-n2 at epoch 3, after epoch 4
+  and 5 more
+availability false:
+  10.0.1.10 had no holder from 12.619s to 21.900s (9.281s: 3.9s outside fault windows); 201 reads found none, over the 2s bound
+linear false:
+  address 10.0.1.11: no order of the operations gets past op 540 (the provider): unassign from "eni-n1" at epoch 2, in state held by "eni-n1" at epoch 3
+Open next: ` + dir + `/timeline.html, ` + dir + `/linear.html, ` + dir + `/results.json (every finding)
+
+INVALID  ` + dir + "\n"
+	if b.String() != want {
+		t.Fatalf("summary:\n%s\nwant:\n%s", b.String(), want)
+	}
+	// A valid run prints no findings.
+	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
+	for _, n := range []string{"fence", "availability", "linear"} {
+		r := cs[n]
+		r.Valid = linear.True
+		cs[n] = r
+	}
+	out.Verdict = linear.True
+	b.Reset()
+	printSummary(&b, out)
+	if strings.Contains(b.String(), "Open next") || strings.Contains(b.String(), "false:") {
+		t.Fatalf("valid summary:\n%s", b.String())
 	}
 }

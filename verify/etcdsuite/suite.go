@@ -19,6 +19,7 @@ package etcdsuite
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ import (
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/isolation"
+	"github.com/ipfence/ipfence/verify/linear"
 	"github.com/ipfence/ipfence/verify/model"
 	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
@@ -226,10 +228,10 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		checks["linear"] = checker.Linearizable(checker.LinearOptions{Model: m, Timeout: 2 * time.Minute})
 		ops = &registers{r: gen.NewRand(o.Seed + 1)}
 	} else if o.Workload == "list-append" {
-		checks["transactional"] = checker.Transactional(checker.TransactionalOptions{
+		checks["transactional"] = explained(checker.Transactional(checker.TransactionalOptions{
 			Isolation: isolation.Options{Workload: isolation.ListAppend, Consistency: "strict-serializable"},
 			Timeout:   2 * time.Minute,
-		})
+		}))
 		ops = newAppends(o.Seed + 1)
 	} else {
 		checks["set"] = setChecker()
@@ -402,5 +404,44 @@ func setChecker() checker.Checker {
 		}
 		fields["summary"] = rep.Summary()
 		return checker.Result{Valid: rep.Valid, Fields: fields}
+	})
+}
+
+// explained adds to the transactional checker's result the explanation of
+// each anomaly it kept, in words, as "findings" (the terminal shows the
+// first few): the checker writes them to anomalies.json only.
+func explained(inner checker.Checker) checker.Checker {
+	return checker.Func(func(ctx context.Context, r *checker.Run) checker.Result {
+		res := inner.Check(ctx, r)
+		if r.Dir == "" || res.Valid != linear.False {
+			return res
+		}
+		b, err := os.ReadFile(filepath.Join(r.Dir, "anomalies.json"))
+		if err != nil {
+			return res
+		}
+		var a struct {
+			Types     []string `json:"anomaly_types"`
+			Anomalies map[string][]struct {
+				Explanation string `json:"explanation"`
+			} `json:"anomalies"`
+			Counts map[string]int `json:"counts"`
+		}
+		if json.Unmarshal(b, &a) != nil {
+			return res
+		}
+		var findings []string
+		total := 0
+		for _, typ := range a.Types {
+			for _, an := range a.Anomalies[typ] {
+				findings = append(findings, typ+": "+an.Explanation)
+			}
+			total += max(a.Counts[typ], len(a.Anomalies[typ]))
+		}
+		if res.Fields == nil {
+			res.Fields = map[string]any{}
+		}
+		res.Fields["findings"], res.Fields["findings_total"] = findings, total
+		return res
 	})
 }

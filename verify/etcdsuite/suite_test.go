@@ -1,6 +1,7 @@
 package etcdsuite
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"os"
@@ -294,5 +295,34 @@ func TestSet(t *testing.T) {
 	out, cs = run(t, Options{Workload: "set", SerializableReads: true, Nemesis: []string{"partition"}, TimeLimit: 30 * time.Second, Seed: 3})
 	if out.Verdict != linear.False || cs["set"].Fields["stale_count"].(int) == 0 {
 		t.Fatalf("serializable reads: verdict %v, set %v", out.Verdict, cs["set"].Fields["summary"])
+	}
+}
+
+// The transactional checker's false verdict carries each anomaly's
+// explanation as findings, for the terminal.
+func TestExplainedTransactional(t *testing.T) {
+	dir := t.TempDir()
+	anomalies := `{"anomaly_types": ["G-single-item-realtime", "G2-item"], "counts": {"G-single-item-realtime": 4, "G2-item": 1},
+	  "anomalies": {"G-single-item-realtime": [{"type": "G-single-item-realtime", "explanation": "T1 read x before T2 appended 3, and T2 completed before T1 began"}],
+	                "G2-item": [{"type": "G2-item", "explanation": "T5 did not see T6's append to y, and T6 did not see T5's"}]}}`
+	if err := os.WriteFile(filepath.Join(dir, "anomalies.json"), []byte(anomalies), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	verdict := linear.False
+	inner := checker.Func(func(context.Context, *checker.Run) checker.Result {
+		return checker.Result{Valid: verdict, Fields: map[string]any{"txns": 3}}
+	})
+	res := explained(inner).Check(context.Background(), &checker.Run{Dir: dir})
+	want := []string{
+		"G-single-item-realtime: T1 read x before T2 appended 3, and T2 completed before T1 began",
+		"G2-item: T5 did not see T6's append to y, and T6 did not see T5's",
+	}
+	if got, _ := res.Fields["findings"].([]string); !slices.Equal(got, want) || res.Fields["findings_total"] != 5 || res.Fields["txns"] != 3 {
+		t.Fatalf("%+v", res.Fields)
+	}
+	// A valid verdict is left as it is.
+	verdict = linear.True
+	if res := explained(inner).Check(context.Background(), &checker.Run{Dir: dir}); res.Fields["findings"] != nil {
+		t.Fatalf("%+v", res.Fields)
 	}
 }
