@@ -35,6 +35,7 @@ import (
 func (d *Daemon) routes() http.Handler {
 	api := http.NewServeMux()
 	api.Handle("POST "+federation.Path, d.fed.Handler())
+	api.Handle("GET "+federation.RecordsPath, d.fed.Handler())
 	api.HandleFunc("GET /v1/status", d.handleStatus)
 	api.HandleFunc("GET /v1/actions", d.handleActions)
 	api.HandleFunc("POST /v1/actions/approve", d.handleDecision(true))
@@ -45,23 +46,15 @@ func (d *Daemon) routes() http.Handler {
 	if d.opts.TestEndpoints {
 		api.HandleFunc("POST /v1/test/clock", d.handleClock)
 	}
-	var authed http.Handler
-	if d.cfg.Federation.TLS != nil {
-		authed = auth.RequireClientCert(api)
-	} else {
-		d.verifier = &auth.Verifier{
-			Secret: d.cfg.Federation.Secret, Window: d.cfg.Federation.ReplayWindow, MaxBody: d.cfg.Federation.MaxBody,
-			Now: d.now, OnReject: func(reason string, r *http.Request) {
-				d.mets.rejected.WithLabelValues(reason).Inc()
-				d.log.Warn("request rejected", "reason", reason, "path", r.URL.Path, "remote", r.RemoteAddr)
-			},
-		}
-		authed = d.verifier.Middleware(api)
-	}
+	authed := d.access(api) // access.go
 	root := http.NewServeMux()
 	root.Handle("/v1/", authed)
 	root.Handle("GET /metrics", promhttp.HandlerFor(d.mets.reg, promhttp.HandlerOpts{}))
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := d.unhealthy(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"node": d.cfg.Name, "status": "unhealthy", "reason": err.Error()})
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"node": d.cfg.Name, "status": "ok"})
 	})
 	return root
@@ -113,6 +106,14 @@ type Status struct {
 	LastPass   time.Time                       `json:"last_pass"`
 	PassError  string                          `json:"pass_error,omitempty"`
 	Federation map[string]federation.PeerStats `json:"federation"`
+	// Synced is false while this node, having lost its state, has not
+	// learned the cluster's epoch lines back; Passive says why it may
+	// not act ("" when it may).
+	Synced      bool   `json:"synced"`
+	Incarnation string `json:"incarnation"`
+	Passive     string `json:"passive,omitempty"`
+	// Refused counts federation events refused at the door, by reason.
+	Refused map[string]uint64 `json:"refused_events"`
 }
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +126,14 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) status(ctx context.Context) (Status, error) {
-	out := Status{Node: d.cfg.Name, Federation: d.fed.Stats()}
+	out := Status{Node: d.cfg.Name, Federation: d.fed.Stats(), Incarnation: d.fed.Incarnation(), Refused: d.fed.Refused()}
+	var why string
+	out.Synced, why = d.fed.Synced()
+	if !out.Synced {
+		out.Passive = why
+	} else if w, _ := d.passiveWhy.Load().(string); w != "" {
+		out.Passive = w
+	}
 	live := d.fed.Liveness()
 	for _, n := range d.fed.Nodes() {
 		m := live[n]
@@ -240,6 +248,7 @@ func (d *Daemon) handleIntent(kind federation.Kind) http.HandlerFunc {
 		}
 		e, err := d.fed.Emit(kind, node, nil)
 		if err != nil {
+			d.noteWrite(string(kind)+" "+node, err)
 			writeError(w, http.StatusInternalServerError, "%s %s: %v", kind, node, err)
 			return
 		}

@@ -30,6 +30,9 @@ func binary(t testing.TB) string { return testenv.Binary(t) }
 type settings struct {
 	nodes, addresses int
 	hold             time.Duration // de-provision hold
+	// before, when set, runs once the configurations are written and
+	// before any node starts (to mount a data folder, say).
+	before func(dir string)
 }
 
 // cluster is a simulator and nodes running as real processes on loopback.
@@ -82,6 +85,9 @@ func startCluster(t testing.TB, s settings) *cluster {
 		if err := os.WriteFile(c.configPath(n), []byte(c.config(i, s)), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if s.before != nil {
+		s.before(c.dir)
 	}
 	for _, n := range c.names {
 		c.start(n)

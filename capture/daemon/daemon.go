@@ -69,7 +69,9 @@ type Daemon struct {
 	mets  *metrics
 	http  *http.Server
 	conns *connLimiter
-	ln    net.Listener
+	// health is whether the node can write its state (health.go).
+	health health
+	ln     net.Listener
 
 	verifier *auth.Verifier
 	offset   atomic.Int64 // test-only clock offset, ns
@@ -403,7 +405,11 @@ func (d *Daemon) ready() func() error {
 	// Once the epoch records are replicated they stay so for the pass:
 	// nothing else moves this node's epochs until the next pass.
 	replicated := false
+	d.probe()
 	return func() error {
+		if err := d.unhealthy(); err != nil {
+			return err
+		}
 		if !inContact {
 			return errOutOfContact
 		}
@@ -435,6 +441,7 @@ func (d *Daemon) afterPass(rep reconcile.Report, err error) {
 	d.lastPass, d.lastErr = rep, err
 	d.mu.Unlock()
 	d.mets.pass(rep, err)
+	d.noteWrite("reconcile pass", err)
 	if err != nil {
 		d.log.Error("reconcile pass", "err", err)
 	}
@@ -456,6 +463,7 @@ func (d *Daemon) publishEpochs(changed []capture.Key, epochs map[capture.Key]cap
 	for _, k := range fresh {
 		rec := epochs[k]
 		if _, err := d.fed.Emit(federation.Epoch, k.String(), func(e *federation.Event) { e.Record = &rec }); err != nil {
+			d.noteWrite("publishing an epoch", err)
 			d.log.Error("publishing an epoch", "key", k, "err", err)
 		}
 	}
@@ -504,7 +512,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	fedCtx, stopFed := context.WithCancel(context.Background())
-	wg.Go(func() { d.fed.Run(fedCtx) })
+	// A node that cannot write stops heartbeating (health.go).
+	beatCtx, stopBeats := context.WithCancel(fedCtx)
+	d.health.mu.Lock()
+	d.health.stopBeats = stopBeats
+	sick := d.health.err != nil
+	d.health.mu.Unlock()
+	if sick {
+		stopBeats()
+	}
+	wg.Go(func() { d.fed.Run(beatCtx) })
 	if d.vrrp != nil {
 		wg.Go(func() { d.watchAuthority(fedCtx) })
 		wg.Go(func() { d.watchAdverts(fedCtx) })

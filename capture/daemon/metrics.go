@@ -19,6 +19,8 @@ type metrics struct {
 	passes   *prometheus.HistogramVec
 	fenced   *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	// unhealthy is 1 once a write failed (health.go).
+	unhealthy prometheus.Gauge
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -33,7 +35,10 @@ func newMetrics(d *Daemon) *metrics {
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ipfence_rejected_requests_total", Help: "API requests refused by authentication, by reason.",
 	}, []string{"reason"})
-	m.reg.MustRegister(m.passes, m.fenced, m.rejected, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &scraped{d})
+	m.unhealthy = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ipfence_unhealthy", Help: "1 once a write to the data folder failed: the node stopped acting and heartbeating until restarted.",
+	})
+	m.reg.MustRegister(m.passes, m.fenced, m.rejected, m.unhealthy, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &scraped{d})
 	m.pass = func(rep reconcile.Report, err error) {
 		outcome := "ok"
 		if err != nil {
