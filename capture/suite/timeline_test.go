@@ -1,0 +1,89 @@
+package suite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/history"
+)
+
+// plantedRecord is a record like the planted bug's: 10.0.1.10 moves to n2
+// at epoch 4, then n2's stale unassign at epoch 3 takes it off, and nobody
+// holds it until n1 takes it at epoch 5.
+func plantedRecord() []mutationRecord {
+	const s = int64(time.Second)
+	return []mutationRecord{
+		{Mono: 100*s - s/2, Call: "assign-secondary-ip", NIC: "eni-n1", Address: "10.0.1.10", Epoch: 1},
+		{Mono: 102 * s, Call: "assign-secondary-ip", NIC: "eni-n2", Address: "10.0.1.10", Epoch: 4, From: "eni-n1"},
+		{Mono: 103 * s, Call: "ensure-forwarding-enabled", NIC: "eni-n2", Address: "10.0.1.10", Epoch: 4, Enabled: true},
+		{Mono: 104 * s, Call: "unassign-secondary-ip", NIC: "eni-n2", Address: "10.0.1.10", Epoch: 3},
+		{Mono: 106 * s, Call: "assign-secondary-ip", NIC: "eni-n1", Address: "10.0.1.10", Epoch: 5},
+	}
+}
+
+func TestProviderLanes(t *testing.T) {
+	start := int64(100 * time.Second)
+	lanes, gaps := providerLanes(plantedRecord(), start, int64(8*time.Second))
+	if len(lanes) != 2 || lanes[0].Name != "provider" || lanes[1].Name != "holder 10.0.1.10" {
+		t.Fatalf("lanes = %+v", lanes)
+	}
+	var got []string
+	for _, e := range lanes[0].Events {
+		got = append(got, fmt.Sprintf("%v %s %v", e.At, e.Text, e.Bad))
+	}
+	want := "0s assign 10.0.1.10 eni-n1 e1 false|2s assign 10.0.1.10 eni-n2 e4 false|3s forward on 10.0.1.10 eni-n2 e4 false|" +
+		"4s STALE unassign 10.0.1.10 epoch 3 after 4 true|6s assign 10.0.1.10 eni-n1 e5 false"
+	if g := strings.Join(got, "|"); g != want {
+		t.Errorf("provider lane = %s\nwant %s", g, want)
+	}
+	if d := lanes[0].Events[0].Detail; !strings.Contains(d, "0.500s before the test started") {
+		t.Errorf("first mutation's detail = %q", d)
+	}
+	got = nil
+	for _, e := range lanes[1].Events {
+		got = append(got, fmt.Sprintf("%v-%v %s %v", e.At, e.End, e.Text, e.Bad))
+	}
+	if g, w := strings.Join(got, "|"), "0s-2s eni-n1 false|2s-4s eni-n2 false|4s-6s no holder true|6s-8s eni-n1 false"; g != w {
+		t.Errorf("holder lane = %s\nwant %s", g, w)
+	}
+	if len(gaps) != 1 || gaps[0].holders != 0 || gaps[0].start != int64(4*time.Second) || gaps[0].end != int64(6*time.Second) {
+		t.Errorf("gaps = %+v", gaps)
+	}
+	f := staleFindings(plantedRecord(), start)
+	if len(f) != 1 || f[0].Text != "mutation 3 at 4.000s: unassign-secondary-ip 10.0.1.10 on eni-n2 at epoch 3, after epoch 4" || f[0].At != 4*time.Second {
+		t.Errorf("stale findings = %+v", f)
+	}
+}
+
+func TestReadMarks(t *testing.T) {
+	read := func(p history.Process, at, end int64, holder history.Value) []history.Event {
+		return []history.Event{
+			{Process: p, Type: history.Invoke, F: "read", Value: map[string]history.Value{"address": "10.0.1.10"}, Time: at},
+			{Process: p, Type: history.OK, F: "read", Value: map[string]history.Value{"address": "10.0.1.10", "holder": holder}, Time: end},
+		}
+	}
+	var events []history.Event
+	events = append(events, read(0, 1e9, 1.1e9, "eni-n1")...)
+	events = append(events, read(1, 5e9, 5.1e9, nil)...)
+	events = append(events, read(2, 7e9, 7.1e9, "eni-n2")...)
+	r, err := checker.NewRun("t", events, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dual := []gap{{address: "10.0.1.10", holders: 2, nics: []string{"eni-n1", "eni-n2"}, start: 7.05e9, end: 8e9}}
+	got := readMarks(r, dual)
+	if len(got) != 2 || got[2] != "found no holder for 10.0.1.10" || got[4] != "ran while 10.0.1.10 was on eni-n1 and eni-n2" {
+		t.Errorf("marks = %v", got)
+	}
+}
+
+func TestProcessName(t *testing.T) {
+	for p, want := range map[history.Process]string{history.Nemesis: "nemesis", mutationProcess: "provider", 3: "client 3", 9: "client 3 (p9)"} {
+		if got := processName(p, 6); got != want {
+			t.Errorf("processName(%d) = %q, want %q", p, got, want)
+		}
+	}
+}
