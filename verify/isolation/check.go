@@ -275,6 +275,7 @@ func numberProcesses(events []history.Event) []history.Event {
 // G2-item-realtime). It returns the searches that were cut short.
 func (p *parsed) findCycles(ctx context.Context, g *graph, vs *versions, an *anomalies, prohibited map[string]bool, budget int64) []string {
 	var incomplete []string
+	var found1 []foundCycle
 	comps := map[rel][][]int32{}
 	local := make([]int32, g.n)
 	for i := range local {
@@ -297,6 +298,13 @@ func (p *parsed) findCycles(ctx context.Context, g *graph, vs *versions, an *ano
 				break
 			}
 			s := newSearcher(g, comp, local)
+			if sp.class == classGNonadjacent && impliedIn(found1, name, local) {
+				// A G-single of this component already is a
+				// G-nonadjacent (Elle skips such searches too); looking
+				// for a longer one would only cost time.
+				s.release()
+				continue
+			}
 			s.budget = budget
 			c, cut := s.searchComponent(ctx, sp)
 			s.release()
@@ -307,10 +315,29 @@ func (p *parsed) findCycles(ctx context.Context, g *graph, vs *versions, an *ano
 				continue
 			}
 			found++
-			an.add(p.cycleAnomaly(c, vs))
+			x := p.cycleAnomaly(c, vs)
+			found1 = append(found1, foundCycle{x.Type, c[0].from})
+			an.add(x)
 		}
 	}
 	return incomplete
+}
+
+// foundCycle is a cycle found: its type and one of its transactions.
+type foundCycle struct {
+	typ string
+	at  int32
+}
+
+// impliedIn says whether a cycle already found in the component whose
+// transactions local numbers is of a type that implies anomaly name.
+func impliedIn(found []foundCycle, name string, local []int32) bool {
+	for _, f := range found {
+		if local[f.at] >= 0 && closure([]string{f.typ}, func(a string) []string { return impliedAnomalies[a] })[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // foundTypes lists the anomaly types found so far.

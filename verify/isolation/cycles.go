@@ -207,13 +207,15 @@ func (s *searcher) release() {
 }
 
 // kinds lists the single kinds an edge of kinds r may be used as under
-// mask.
-func kinds(r, mask rel) []rel {
+// mask, into buf (no allocation: this runs for every edge a search
+// looks at).
+func kinds(buf *[5]rel, r, mask rel) []rel {
 	r &= mask
-	var out []rel
-	for _, k := range [...]rel{ww, wr, rw, process, realtime} {
+	out := buf[:0]
+	for k := ww; k <= realtime && r != 0; k <<= 1 {
 		if r&k != 0 {
 			out = append(out, k)
+			r &^= k
 		}
 	}
 	return out
@@ -230,6 +232,7 @@ func (s *searcher) shortest(sp spec, from, to int32, k rel, maxLen int) (cyc []c
 		s.gen = 1
 	}
 	mask := sp.mask()
+	var kbuf [5]rel
 	start := s.local[from]
 	s.queue = s.queue[:0]
 	push := func(node int32, st sstate, parentID int32, kind rel) {
@@ -256,7 +259,7 @@ func (s *searcher) shortest(sp spec, from, to int32, k rel, maxLen int) (cyc []c
 			if w < 0 {
 				continue
 			}
-			for _, kk := range kinds(s.g.rels[i], mask) {
+			for _, kk := range kinds(&kbuf, s.g.rels[i], mask) {
 				if st, ok := sp.step(0, kk, true); ok {
 					push(w, st, -1-start, kk)
 				}
@@ -285,7 +288,7 @@ func (s *searcher) shortest(sp spec, from, to int32, k rel, maxLen int) (cyc []c
 			if w < 0 {
 				continue
 			}
-			for _, kk := range kinds(s.g.rels[i], mask) {
+			for _, kk := range kinds(&kbuf, s.g.rels[i], mask) {
 				nst, ok := sp.step(st, kk, false)
 				if !ok {
 					continue
