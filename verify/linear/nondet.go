@@ -34,6 +34,31 @@ type detSpec struct {
 	sets [][]State
 	buf  []State
 	key  []byte
+	// bytes estimates the memory of ids and sets.
+	bytes int64
+}
+
+// Bytes is the memory of the interned sets, and of nd's tables when it is
+// Growing too (see Growing).
+func (d *detSpec) Bytes() int64 {
+	if g, ok := d.nd.(Growing); ok {
+		return d.bytes + g.Bytes()
+	}
+	return d.bytes
+}
+
+// InternCost estimates the memory of one entry of an intern table kept as
+// a map from a string key of n bytes to a State and a slice of the same n
+// bytes: the key, the copy, the slice header (twice, for the append that
+// doubles the slice) and the map's slot (twice, for the growth that
+// doubles the table). Allocation rounds sizes up to a size class, by at
+// most an eighth above 16 bytes.
+func InternCost(n int) int64 {
+	if n == 0 {
+		return 2*24 + 2*32
+	}
+	alloc := int64(n + n/8 + 16)
+	return 2*alloc + 2*24 + 2*32
 }
 
 type detNeutral struct {
@@ -58,6 +83,7 @@ func (d *detSpec) intern(set []State) State {
 	id := State(len(d.sets))
 	d.ids[string(d.key)] = id
 	d.sets = append(d.sets, slices.Clone(set))
+	d.bytes += InternCost(len(d.key))
 	return id
 }
 

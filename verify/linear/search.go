@@ -47,6 +47,11 @@ type search struct {
 	// are branched on, and -1 otherwise.
 	k    *keyedState
 	fkey int32
+	// grow is set when the spec is Growing; charged is how much of its
+	// memory the budget holds.
+	grow    Growing
+	charged int64
+	budget  *budget
 
 	state State
 	bits  []uint64
@@ -70,7 +75,8 @@ type search struct {
 func newSearch(p *Partition, b *budget, stop *atomic.Bool) *search {
 	neutral, _ := p.Spec.(Neutral)
 	keyed, _ := p.Spec.(Keyed)
-	s := &search{label: p.Label, ops: len(p.Ops), spec: p.Spec, stop: stop, frontier: -1, failed: -1}
+	s := &search{label: p.Label, ops: len(p.Ops), spec: p.Spec, stop: stop, frontier: -1, failed: -1, budget: b}
+	s.grow, _ = p.Spec.(Growing)
 	n := len(p.Ops)
 	s.orig = make([]int32, 0, n)
 	flags := make([]bool, 2*n)
@@ -125,6 +131,32 @@ func newSearch(p *Partition, b *budget, stop *atomic.Bool) *search {
 	s.seen = newVisited(len(s.bits), b)
 	s.state = p.Spec.Init()
 	return s
+}
+
+// charge accounts the growth of a Growing spec since the last call. It
+// reports false when the memory bound is reached. The spec's memory stays
+// charged until the whole check ends, since its tables live as long as the
+// partition does.
+func (s *search) charge() bool {
+	if s.grow == nil {
+		return true
+	}
+	n := s.grow.Bytes()
+	if n <= s.charged {
+		return true
+	}
+	if !s.budget.grow(n - s.charged) {
+		return false
+	}
+	s.charged = n
+	return true
+}
+
+// step applies operation i in the current state, charging what the spec
+// allocated; ok=false means the memory bound was reached.
+func (s *search) step(i int32) (next State, possible, ok bool) {
+	next, possible = s.spec.Step(s.state, int(s.orig[i]))
+	return next, possible, s.charge()
 }
 
 // zobrist is operation i's contribution to the hash of a bitset: the hash of
@@ -190,8 +222,20 @@ func (s *search) push(i int32, next State, forced bool) (res pushResult, blame i
 		}
 		return dead, blame
 	}
-	if s.k != nil {
-		s.k.blames = append(s.k.blames, -1)
+	if k := s.k; k != nil {
+		if len(k.blames) == cap(k.blames) {
+			// The blames grow with the visited set: charged alike.
+			c := int64(cap(k.blames))
+			k.blames = append(k.blames, -1)
+			if !s.budget.grow(int64(cap(k.blames))*4 - c*4) {
+				k.blames = k.blames[:len(k.blames)-1]
+				s.bits[i>>6] &^= 1 << (i & 63)
+				k.flip(i)
+				return outOfRoom, -1
+			}
+		} else {
+			k.blames = append(k.blames, -1)
+		}
 	}
 	s.stack = append(s.stack, frame{op: i, forced: forced, fkey: s.fkey, entry: int32(entry), prev: s.state})
 	s.state, s.hash = next, h
@@ -260,7 +304,11 @@ func (s *search) closure() (failed bool, blame int32, ok bool) {
 	for e >= 0 && isCall(e) {
 		i := opOf(e)
 		if s.neutral[i] {
-			if next, possible := s.spec.Step(s.state, int(s.orig[i])); possible {
+			next, possible, ok := s.step(i)
+			if !ok {
+				return false, -1, false
+			}
+			if possible {
 				p := s.prev[e]
 				res, blame := s.push(i, next, true)
 				switch res {
@@ -321,6 +369,11 @@ func (s *search) run(quantum int) outcome {
 	var blame int32
 	if !s.started {
 		s.started = true
+		// What the spec holds before the search (its Init, its tables
+		// of values) is charged first.
+		if !s.charge() {
+			return tooBig
+		}
 		failed, _, ok := s.closure()
 		if !ok {
 			return tooBig
@@ -358,7 +411,10 @@ func (s *search) run(quantum int) outcome {
 				e = s.next[e]
 				continue
 			}
-			next, possible := s.spec.Step(s.state, int(s.orig[i]))
+			next, possible, ok := s.step(i)
+			if !ok {
+				return tooBig
+			}
 			if !possible {
 				e = s.next[e]
 				continue

@@ -70,6 +70,17 @@ type Keyed interface {
 	Part(s State, key int) uint64
 }
 
+// Growing is implemented by a Spec whose memory grows as it is stepped,
+// such as one that interns states richer than 64 bits. The checker charges
+// that growth to the check's memory bound (Options.MaxMemory) together
+// with its own tables, and stops with verdict unknown when the bound is
+// reached, so that the bound holds for the model's tables too.
+type Growing interface {
+	// Bytes returns the memory the Spec holds, in bytes: an estimate that
+	// is never below what it allocated, and that never decreases.
+	Bytes() int64
+}
+
 // Describer is implemented by a Spec that can render states and operations
 // for failure reports and the HTML page.
 type Describer interface {

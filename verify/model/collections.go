@@ -80,6 +80,9 @@ type setSpec struct {
 
 func (s *setSpec) Init() linear.State { return s.vecs.id(nil) }
 
+// Bytes is the memory of the interned states (linear.Growing).
+func (s *setSpec) Bytes() int64 { return s.vecs.bytes }
+
 func (s *setSpec) Step(st linear.State, i int) (linear.State, bool) {
 	o := &s.ops[i]
 	cur := s.vecs.get(st)
@@ -170,6 +173,9 @@ type queueSpec struct {
 }
 
 func (s *queueSpec) Init() linear.State { return s.vecs.id(nil) }
+
+// Bytes is the memory of the interned states (linear.Growing).
+func (s *queueSpec) Bytes() int64 { return s.vecs.bytes }
 
 func (s *queueSpec) Step(st linear.State, i int) (linear.State, bool) {
 	o := &s.ops[i]

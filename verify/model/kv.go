@@ -45,7 +45,17 @@ type kvSpec struct {
 	// strings, and the search applies the same append to the same state
 	// many times.
 	memo map[uint64]linear.State
+	// bytes estimates the memory of strs, ids and memo (linear.Growing).
+	bytes int64
 }
+
+// memoCost is the memory of one memo entry: a uint64 key and a State in
+// a map slot, twice for the table's doubling.
+const memoCost = 2 * 2 * 8
+
+// Bytes is the memory of the interned strings and the memo
+// (linear.Growing).
+func (s *kvSpec) Bytes() int64 { return s.bytes }
 
 // add appends an operation to the key's list.
 func (s *kvSpec) add(o kvOp) {
@@ -66,6 +76,8 @@ func (s *kvSpec) intern(v string) linear.State {
 	id := linear.State(len(s.strs))
 	s.ids[v] = id
 	s.strs = append(s.strs, v)
+	// The string is held once (the map's key and the list share it).
+	s.bytes += linear.InternCost(len(v)) - int64(len(v)+len(v)/8+16)
 	return id
 }
 
@@ -90,6 +102,7 @@ func (s *kvSpec) Step(st linear.State, i int) (linear.State, bool) {
 			s.memo = map[uint64]linear.State{}
 		}
 		s.memo[k] = n
+		s.bytes += memoCost
 		return n, true
 	}
 }
@@ -206,16 +219,37 @@ type kvWholeSpec struct {
 	ops  []kvWholeOp
 	vecs *vectors
 	buf  []uint32
+	// keyBytes is the sum of the keys' memory, once summed.
+	keyBytes int64
+	summed   bool
 }
 
 type kvWholeOp struct{ key, op int }
 
 func (s *kvWholeSpec) Init() linear.State { return s.vecs.id(make([]uint32, len(s.keys))) }
 
+// Bytes is the memory of the interned maps and of every key's strings
+// (linear.Growing).
+func (s *kvWholeSpec) Bytes() int64 {
+	if !s.summed {
+		// Once: Step keeps the sum from then on.
+		s.summed = true
+		for _, k := range s.keys {
+			s.keyBytes += k.bytes
+		}
+	}
+	return s.vecs.bytes + s.keyBytes
+}
+
 func (s *kvWholeSpec) Step(st linear.State, i int) (linear.State, bool) {
 	o := s.ops[i]
 	cur := s.vecs.get(st)
-	next, ok := s.keys[o.key].Step(linear.State(cur[o.key]), o.op)
+	k := s.keys[o.key]
+	before := k.bytes
+	next, ok := k.Step(linear.State(cur[o.key]), o.op)
+	if s.summed {
+		s.keyBytes += k.bytes - before
+	}
 	if !ok || next == linear.State(cur[o.key]) {
 		return st, ok
 	}

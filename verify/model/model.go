@@ -185,6 +185,11 @@ type vectors struct {
 	ids  map[string]linear.State
 	vecs [][]uint32
 	buf  []byte
+	// bytes estimates the table's memory, which the checker charges to
+	// its memory bound (linear.Growing): a queue's or a set's states grow
+	// as the search goes, and may take more memory than the search's own
+	// tables.
+	bytes int64
 }
 
 func newVectors() *vectors { return &vectors{ids: map[string]linear.State{}} }
@@ -200,6 +205,7 @@ func (t *vectors) id(vec []uint32) linear.State {
 	s := linear.State(len(t.vecs))
 	t.ids[string(t.buf)] = s
 	t.vecs = append(t.vecs, slices.Clone(vec))
+	t.bytes += linear.InternCost(len(t.buf))
 	return s
 }
 

@@ -44,6 +44,9 @@ func (s *multiSpec) Init() linear.State {
 	return s.vecs.id(v)
 }
 
+// Bytes is the memory of the interned states (linear.Growing).
+func (s *multiSpec) Bytes() int64 { return s.vecs.bytes }
+
 func (s *multiSpec) Step(st linear.State, i int) (linear.State, bool) {
 	cur := s.vecs.get(st)
 	var next []uint32
