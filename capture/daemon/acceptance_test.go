@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net/http"
@@ -174,7 +175,7 @@ func TestClusterFederationSecurity(t *testing.T) {
 	signed, _ := http.NewRequest(http.MethodPost, ep+"/v1/federation/events", nil)
 	(&auth.Signer{Secret: c.secret, Node: "n2"}).Sign(signed, okBody)
 	replayHdr := map[string]string{}
-	for _, h := range []string{"X-Ipfence-Timestamp", "X-Ipfence-Signature", "X-Ipfence-Node"} {
+	for _, h := range []string{"X-Ipfence-Timestamp", "X-Ipfence-Signature", "X-Ipfence-Node", auth.HeaderContentSHA256} {
 		replayHdr[h] = signed.Header.Get(h)
 	}
 	if code := post(okBody, replayHdr); code != http.StatusOK {
@@ -187,7 +188,7 @@ func TestClusterFederationSecurity(t *testing.T) {
 		want int
 	}{
 		{"unauthenticated", evil, nil, http.StatusUnauthorized},
-		{"wrongly signed", evil, map[string]string{"X-Ipfence-Timestamp": fmt.Sprint(time.Now().UnixNano()), "X-Ipfence-Node": "n2", "X-Ipfence-Signature": strings.Repeat("ab", 32)}, http.StatusUnauthorized},
+		{"wrongly signed", evil, map[string]string{"X-Ipfence-Timestamp": fmt.Sprint(time.Now().UnixNano()), "X-Ipfence-Node": "n2", "X-Ipfence-Signature": strings.Repeat("ab", 32), auth.HeaderContentSHA256: fmt.Sprintf("%x", sha256.Sum256(evil))}, http.StatusUnauthorized},
 		{"replayed", okBody, replayHdr, http.StatusUnauthorized},
 		{"oversized", bytes.Repeat([]byte("x"), 65*1024), nil, http.StatusRequestEntityTooLarge},
 	}

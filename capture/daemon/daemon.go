@@ -77,6 +77,10 @@ type Daemon struct {
 	offset   atomic.Int64 // test-only clock offset, ns
 	// passiveWhy is why the last pass could not act, "" when it could.
 	passiveWhy atomic.Value
+	// opVerifier checks operator requests when the operator has its own
+	// secret; replayLogs are the verifiers' logs (access.go).
+	opVerifier *auth.Verifier
+	replayLogs []*auth.ReplayLog
 
 	// vrrp is keepalived's view of this node, when it is the authority
 	// for on-premises captures (authority.go).
@@ -180,6 +184,10 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 	d.ln = d.conns
 	d.http = newServer(d.routes(), lim, cfg.Federation.MaxBody, d.conns)
 	if cfg.Federation.TLS != nil {
+	if err := d.openAccess(); err != nil {
+		d.close()
+		return nil, err
+	}
 		tc, err := auth.ServerTLS(cfg.Federation.TLS.CertFile, cfg.Federation.TLS.KeyFile, cfg.Federation.TLS.CAFile)
 		if err != nil {
 			d.close()
@@ -559,4 +567,5 @@ func (d *Daemon) close() {
 	if d.st != nil {
 		d.st.Close()
 	}
+	d.closeAccess()
 }

@@ -65,7 +65,17 @@ func story(col *collected, concurrency int, r *checker.Run, res checker.Result) 
 	o.Marks = readMarks(r, gaps)
 
 	byName, _ := res.Fields["checkers"].(map[string]checker.Result)
-	for _, name := range slices.Sorted(maps.Keys(byName)) {
+	// The cause before its effects: the header lists the fence first,
+	// then what a stale action breaks, then the rest by name.
+	rank := func(n string) int {
+		if i := slices.Index(headerOrder, n); i >= 0 {
+			return i
+		}
+		return len(headerOrder)
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	slices.SortStableFunc(names, func(a, b string) int { return rank(a) - rank(b) })
+	for _, name := range names {
 		cr := byName[name]
 		s := report.CheckerSummary{Name: name, Verdict: cr.Valid.String(), Summary: summary(name, cr)}
 		switch name {
@@ -77,6 +87,21 @@ func story(col *collected, concurrency int, r *checker.Run, res checker.Result) 
 					s.Findings = append(s.Findings, g.finding())
 				}
 			}
+		case "availability":
+			// The checker's own periods in its words, those that failed it
+			// first.
+			periods, _ := cr.Fields["periods"].([]outage)
+			var failed, others []report.Finding
+			for _, p := range periods {
+				f := report.Finding{Text: p.words(), Timed: true, At: time.Duration(p.Start), End: time.Duration(p.End)}
+				if p.Outside > outageBound {
+					f.Text += fmt.Sprintf(", over the %v bound", outageBound)
+					failed = append(failed, f)
+				} else {
+					others = append(others, f)
+				}
+			}
+			s.Findings = append(failed, others...)
 		case "linear":
 			if f, ok := linearFinding(cr, col.mutations, r.StartMono); ok {
 				s.Findings = append(s.Findings, f)
@@ -95,12 +120,15 @@ func story(col *collected, concurrency int, r *checker.Run, res checker.Result) 
 			out.Findings = append(out.Findings, g.finding())
 		}
 	}
-	if len(out.Findings) > 0 {
+	if _, ok := byName["availability"]; !ok && len(out.Findings) > 0 {
 		out.Verdict = fmt.Sprintf("%d periods", len(out.Findings))
 		o.Checkers = append(o.Checkers, out)
 	}
 	return o
 }
+
+// headerOrder is the order of the checkers the header lists first.
+var headerOrder = []string{"fence", "single-holder", "availability", "linear", "convergence", "failover"}
 
 // verdictWord is a run's verdict as the terminal prints it.
 func verdictWord(v linear.Verdict) string {
@@ -357,6 +385,8 @@ func summary(name string, cr checker.Result) string {
 		if c, ok := f["convergence_s"].(float64); ok {
 			return fmt.Sprintf("last move %.3fs after the heal", c)
 		}
+	case "availability":
+		return fmt.Sprintf("no holder %v ms, %v ms outside faults", f["no_holder_ms"], f["outside_faults_ms"])
 	case "linear":
 		if m, ok := f["model"].(string); ok {
 			return m + " model"
