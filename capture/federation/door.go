@@ -38,8 +38,9 @@ const (
 	RefusedMalformed = "malformed"
 	// RefusedOrigin: the origin is not a node of the cluster.
 	RefusedOrigin = "unknown-origin"
-	// RefusedOwn: an event that claims to be this node's own, from a peer
-	// (peers never send a node its own events back).
+	// RefusedOwn: an event that claims to be this node's own, from a
+	// peer, and is newer than what this node holds of its own (a peer may
+	// relay a node's own events back, but never ones it did not make).
 	RefusedOwn = "own-origin"
 	// RefusedSubject: a drain or undrain for a node that is not a member.
 	RefusedSubject = "unknown-member"

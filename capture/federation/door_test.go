@@ -523,3 +523,26 @@ func TestUnreplicated(t *testing.T) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// A peer may relay a node's own event back (the newest of a register it
+// owes the node): skipped, not refused. One newer than the node's own is a
+// forgery, refused.
+func TestOwnEventsRelayedBack(t *testing.T) {
+	n := openNode(t, filepath.Join(t.TempDir(), "a.db"), "a", nil)
+	defer n.Close()
+	e, err := n.Emit(Drain, "c", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, refused, err := n.Receive(Batch{From: "b", Events: []Event{e}})
+	if err != nil || applied != 0 || refused != 0 {
+		t.Fatalf("own event back: applied %d refused %d %v", applied, refused, err)
+	}
+	forged := intent(Undrain, "a", e.Seq+1, e.Lamport+1, "c")
+	if _, refused, err := n.Receive(Batch{From: "b", Events: []Event{forged}}); refused != 1 || !errors.Is(err, ErrAllRefused) {
+		t.Fatalf("forged own event: refused %d %v", refused, err)
+	}
+	if !drained(n, "c") || n.Refused()[RefusedOwn] != 1 {
+		t.Fatalf("after a forged own undrain: drained %v, counts %v", drained(n, "c"), n.Refused())
+	}
+}
