@@ -56,6 +56,9 @@ func (c *regClient) Teardown(context.Context) error { return nil }
 func (c *regClient) Close(context.Context) error    { return nil }
 
 func (c *regClient) Invoke(_ context.Context, op harness.Op) harness.Completion {
+	// An operation takes a while, as over a network, so that the threads
+	// overlap and each does its share.
+	time.Sleep(200 * time.Microsecond)
 	r := c.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -78,13 +81,14 @@ func (c *regClient) Invoke(_ context.Context, op harness.Op) harness.Completion 
 	return res
 }
 
-// ops reads and writes of small ints, drawn from stream 1 of the run.
+// regOps are reads and writes of ints, drawn from stream 1 of the run; the
+// values are many, so that a stale read seldom matches a later write.
 func regOps() gen.Generator {
 	return gen.Fn(1, func(_ gen.Context, r *gen.Rand) gen.Op {
 		if r.IntN(2) == 0 {
 			return gen.F("read", nil)
 		}
-		return gen.F("write", 1+r.IntN(5))
+		return gen.F("write", 1+r.IntN(1000))
 	})
 }
 
