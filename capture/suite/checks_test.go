@@ -3,6 +3,9 @@ package suite
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -222,5 +225,21 @@ func TestOptionErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
 		}
+	}
+}
+
+// A process that dies before it is ready: the error carries its exit
+// status and the last lines it wrote, not just the log's name.
+func TestStartFailureCarriesItsError(t *testing.T) {
+	logf, err := os.Create(filepath.Join(t.TempDir(), "n2.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command("/bin/sh", "-c", "echo 'starting' >&2; echo 'listen tcp 127.0.0.1:40001: bind: address already in use' >&2; exit 4")
+	_, err = startListening(context.Background(), cmd, "n2", logf, nil)
+	want := "n2 did not start, exit status 4: starting | listen tcp 127.0.0.1:40001: bind: address already in use; see " + logf.Name()
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +19,6 @@ import (
 	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/daemon"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
-	"github.com/ipfence/ipfence/internal/loopback"
 	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
@@ -50,9 +48,16 @@ type cluster struct {
 	sim       string            // the simulator's URL
 	endpoints map[string]string // node → its API URL, as the harness reaches it
 	listens   map[string]string // node → host:port it listens on
-	mesh      *netfault.Mesh
-	ns        *netfault.Netns
-	http      *http.Client
+	// lns are the nodes' listening sockets on loopback, bound by the
+	// harness and handed to each start of the node (serve --listen-fd):
+	// the port is never chosen free and then lost to another program,
+	// not even while a killed node is down. Connections to a node that is
+	// down wait in the socket's backlog, as connections to a crashed host
+	// do, instead of being refused.
+	lns  map[string]*net.TCPListener
+	mesh *netfault.Mesh
+	ns   *netfault.Netns
+	http *http.Client
 
 	// procs are the nodes' processes and the simulator's ("cloudsim",
 	// which no fault names); they give Pause, Resume and Kill.
@@ -82,7 +87,7 @@ type clusterOptions struct {
 // node serves. On error it stops whatever it started.
 func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error) {
 	c = &cluster{bin: o.bin, dir: o.dir, unfenced: o.unfenced, endpoints: map[string]string{}, listens: map[string]string{},
-		logs: map[string]*os.File{}}
+		lns: map[string]*net.TCPListener{}, logs: map[string]*os.File{}}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -112,7 +117,7 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 	for i, n := range c.nodes {
 		nics[i] = nic(n)
 	}
-	simURL, cmd, err := c.spawn(ctx, "cloudsim", nil, "cloudsim", "--listen", simListen, "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
+	simURL, cmd, err := c.spawn(ctx, "cloudsim", nil, nil, "cloudsim", "--listen", simListen, "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
 	if err != nil {
 		return c, err
 	}
@@ -134,13 +139,14 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 			}
 		}
 	} else {
-		ports, err := loopback.FreePorts(len(c.nodes))
-		if err != nil {
-			return c, err
-		}
 		targets := map[string]string{}
-		for i, n := range c.nodes {
-			c.listens[n] = "127.0.0.1:" + strconv.Itoa(ports[i])
+		for _, n := range c.nodes {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return c, fmt.Errorf("a loopback socket for %s: %w", n, err)
+			}
+			c.lns[n] = ln.(*net.TCPListener)
+			c.listens[n] = ln.Addr().String()
 			c.endpoints[n] = "http://" + c.listens[n]
 			targets[n] = c.listens[n]
 		}
@@ -200,9 +206,10 @@ func (c *cluster) config(n string, peerAddr map[[2]string]string) string {
 }
 
 // spawn starts the binary (in node's namespace, when there is one) with
-// its output appended to logs/<name>.log, and returns the URL its
-// "listening on" line names.
-func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, args ...string) (string, *exec.Cmd, error) {
+// its output appended to logs/<name>.log and extra as its file
+// descriptors from 3 on, and returns the URL its "listening on" line
+// names.
+func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, extra []*os.File, args ...string) (string, *exec.Cmd, error) {
 	var cmd *exec.Cmd
 	if nodeNS != nil && c.ns != nil {
 		cmd = c.ns.Command(*nodeNS, c.bin, args...)
@@ -210,6 +217,7 @@ func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, args .
 		cmd = exec.Command(c.bin, args...)
 	}
 	cmd.Dir = c.dir
+	cmd.ExtraFiles = extra
 	c.mu.Lock()
 	logf := c.logs[name]
 	if logf == nil {
@@ -266,13 +274,48 @@ func startListening(ctx context.Context, cmd *exec.Cmd, name string, logf *os.Fi
 		if url, found := strings.CutPrefix(line, "listening on "); ok && found {
 			return strings.TrimSpace(url), nil
 		}
-		why = fmt.Sprintf("did not start (first line %q)", line)
+		why = "did not start"
+		if ok {
+			why = fmt.Sprintf("did not start (it printed %q)", strings.TrimSpace(line))
+		}
 	case <-time.After(startTimeout):
 	case <-ctx.Done():
 	}
 	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	werr := cmd.Wait()
+	if st := cmd.ProcessState; st != nil && st.Exited() {
+		why += fmt.Sprintf(", %v", werr)
+	}
+	if t := logTail(logf.Name(), 3); t != "" {
+		why += ": " + t
+	}
 	return "", fmt.Errorf("%s %s; see %s", name, why, logf.Name())
+}
+
+// logTail returns the last n lines of the log at path (read from its
+// last 8 KiB), joined by " | ", for errors that must carry what a
+// process said before it died.
+func logTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const window = 8 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, window))
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 // startNode starts node n and waits until it answers.
@@ -281,7 +324,18 @@ func (c *cluster) startNode(ctx context.Context, n string) error {
 	if c.unfenced {
 		args = append(args, "--unsafe-disable-fence")
 	}
-	_, cmd, err := c.spawn(ctx, n, &n, args...)
+	var extra []*os.File
+	if ln := c.lns[n]; ln != nil {
+		// A duplicate of the harness's socket; the child gets it as fd 3.
+		f, err := ln.File()
+		if err != nil {
+			return fmt.Errorf("handing %s its socket: %w", n, err)
+		}
+		defer f.Close()
+		extra = []*os.File{f}
+		args = append(args, "--listen-fd", "3")
+	}
+	_, cmd, err := c.spawn(ctx, n, &n, extra, args...)
 	if err != nil {
 		return err
 	}
@@ -339,6 +393,9 @@ func (c *cluster) simSend(ctx context.Context, method, path string, body any) er
 // the network, and the logs.
 func (c *cluster) stop() {
 	c.StopAll(10 * time.Second)
+	for _, ln := range c.lns {
+		ln.Close()
+	}
 	if c.mesh != nil {
 		c.mesh.Close()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,10 +16,11 @@ import (
 )
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("serve", "serve --config FILE [--test-endpoints] [--unsafe-disable-fence]", stderr)
+	fs, level := flagSet("serve", "serve --config FILE [--listen-fd N] [--test-endpoints] [--unsafe-disable-fence]", stderr)
 	path := fs.String("config", "", "the node's YAML configuration file")
 	testEndpoints := fs.Bool("test-endpoints", false, "serve /v1/test/ endpoints that break the node on purpose (clock offset), for the harness; never in production")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "turn the gate into a no-op: the planted bug the harness must catch; never in production")
+	listenFD := fs.Int("listen-fd", 0, "serve on the listening socket inherited as this file descriptor (3 for the first\nof the starting process's extra files) instead of binding the configuration's listen\naddress: whoever starts the node binds the port, so no port is chosen free and lost")
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -33,6 +35,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *path == "" {
 		fs.Usage()
 		return fail("--config is required")
+	}
+	if *listenFD != 0 && *listenFD < 3 {
+		return fail("--listen-fd must be 3 or more (0, 1 and 2 are stdin, stdout and stderr), not %d", *listenFD)
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
@@ -51,7 +56,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: slog.Default(), TestEndpoints: *testEndpoints, UnsafeDisableFence: *unfenced})
+	var ln net.Listener
+	if *listenFD != 0 {
+		f := os.NewFile(uintptr(*listenFD), "listen-fd")
+		ln, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fail("--listen-fd %d: not a listening socket: %v", *listenFD, err)
+		}
+	}
+	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: slog.Default(), TestEndpoints: *testEndpoints, UnsafeDisableFence: *unfenced, Listener: ln})
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -310,7 +310,12 @@ func findings(name string, r checker.Result) (lines []string, total int, file st
 		actual, _ := r.Fields["actual"].(map[string]string)
 		for _, a := range slices.Sorted(maps.Keys(desired)) {
 			if desired[a] != actual[a] {
-				lines = append(lines, fmt.Sprintf("%s: the nodes want %q, the provider shows %q, %v s after the run", a, desired[a], actual[a], r.Fields["waited_after_run_s"]))
+				shows := "it on no NIC"
+				if actual[a] != "" {
+					shows = "it on " + actual[a] + "'s NIC"
+				}
+				waited, _ := r.Fields["waited_after_run_s"].(float64)
+				lines = append(lines, fmt.Sprintf("%s: the nodes want it on %s, the provider shows %s, %.1f s after the run", a, desired[a], shows, waited))
 			}
 		}
 		if e, ok := r.Fields["error"].(string); ok {

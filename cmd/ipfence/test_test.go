@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -383,5 +384,19 @@ INVALID  ` + dir + "\n"
 	printSummary(&b, out)
 	if strings.Contains(b.String(), "Open next") || strings.Contains(b.String(), "false:") {
 		t.Fatalf("valid summary:\n%s", b.String())
+	}
+}
+
+func TestConvergenceFindings(t *testing.T) {
+	r := checker.Result{Valid: linear.False, Fields: map[string]any{
+		"desired": map[string]string{"10.0.1.10": "n1", "10.0.1.11": "n2", "10.0.1.12": "n3"},
+		"actual":  map[string]string{"10.0.1.11": "n2", "10.0.1.12": "n1"}, "waited_after_run_s": 30.11}}
+	lines, total, file := findings("convergence", r)
+	want := []string{
+		"10.0.1.10: the nodes want it on n1, the provider shows it on no NIC, 30.1 s after the run",
+		"10.0.1.12: the nodes want it on n3, the provider shows it on n1's NIC, 30.1 s after the run",
+	}
+	if !slices.Equal(lines, want) || total != 2 || file != "timeline.html" {
+		t.Fatalf("%q %d %s", lines, total, file)
 	}
 }

@@ -3,6 +3,7 @@ package etcdsuite
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -62,9 +63,53 @@ type cluster struct {
 	logs map[string]*os.File
 }
 
+// startAttempts bounds the fresh starts of a cluster whose member could
+// not bind its port: etcd is an external binary that cannot be handed a
+// bound socket, so its ports are chosen free and another program may take
+// one before etcd binds it.
+const startAttempts = 3
+
 // startCluster starts n members and waits until each answers a
-// linearizable read. On error it stops whatever it started.
-func startCluster(ctx context.Context, bin, dir string, n int, token string) (c *cluster, err error) {
+// linearizable read, on fresh ports and a fresh data folder again when a
+// member could not bind its port. On error it stops whatever it started.
+func startCluster(ctx context.Context, bin, dir string, n int, token string) (*cluster, error) {
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %w", bin, err)
+	}
+	version := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	for attempt := 1; ; attempt++ {
+		c, err := startOnce(ctx, bin, dir, n, fmt.Sprintf("%s-%d", token, attempt))
+		if err == nil {
+			c.version = version
+			return c, nil
+		}
+		if attempt == startAttempts || !c.bindFailed() || ctx.Err() != nil {
+			return nil, err
+		}
+		slog.Warn("an etcd member could not bind its port; starting the cluster again on fresh ports", "attempt", attempt, "err", err)
+		// The members' logs stay (appended to); their data goes, since a
+		// new cluster cannot start on a half-made one.
+		if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// bindFailed says a member's log reports that its port was taken.
+func (c *cluster) bindFailed() bool {
+	for _, node := range c.nodes {
+		b, _ := os.ReadFile(c.logPath(node))
+		if strings.Contains(string(b), "address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
+// startOnce is one attempt of startCluster. On error it stops whatever it
+// started and returns the stopped cluster, for its logs.
+func startOnce(ctx context.Context, bin, dir string, n int, token string) (c *cluster, err error) {
 	c = &cluster{bin: bin, dir: dir, client: map[string]string{}, peer: map[string]string{}, args: map[string][]string{},
 		logs: map[string]*os.File{}}
 	defer func() {
@@ -72,11 +117,6 @@ func startCluster(ctx context.Context, bin, dir string, n int, token string) (c 
 			c.stop()
 		}
 	}()
-	out, err := exec.CommandContext(ctx, bin, "--version").Output()
-	if err != nil {
-		return c, fmt.Errorf("%s --version: %w", bin, err)
-	}
-	c.version = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	ports, err := loopback.FreePorts(2 * n)
 	if err != nil {
 		return c, err
@@ -167,11 +207,11 @@ func (c *cluster) waitReady(ctx context.Context, node string) error {
 			return nil
 		}
 		if !c.Running(node) {
-			return fmt.Errorf("etcd member %s exited; see %s", node, c.logPath(node))
+			return fmt.Errorf("etcd member %s exited: %s; see %s", node, logTail(c.logPath(node), 3), c.logPath(node))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("etcd member %s did not serve within %v (%v); see %s", node, startTimeout, err, c.logPath(node))
+			return fmt.Errorf("etcd member %s did not serve within %v (%v): %s; see %s", node, startTimeout, err, logTail(c.logPath(node), 3), c.logPath(node))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -226,7 +266,7 @@ func (c *cluster) Restart(ctx context.Context, node string) error {
 			return nil
 		}
 		if !c.Running(node) {
-			return fmt.Errorf("etcd member %s exited after restart; see %s", node, c.logPath(node))
+			return fmt.Errorf("etcd member %s exited after restart: %s; see %s", node, logTail(c.logPath(node), 3), c.logPath(node))
 		}
 		select {
 		case <-ctx.Done():
@@ -264,3 +304,28 @@ func (n meshNet) Partition(_ context.Context, g netfault.Grudge) error {
 }
 
 func (n meshNet) Heal(context.Context) error { n.m.Heal(); return nil }
+
+// logTail returns the last n lines of the log at path (from its last
+// 8 KiB), joined by " | ": what a member said before it died.
+func logTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const window = 8 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, window))
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

@@ -326,3 +326,27 @@ func TestExplainedTransactional(t *testing.T) {
 		t.Fatalf("%+v", res.Fields)
 	}
 }
+
+// A member that cannot bind its port: the cluster is started again on
+// fresh ports, startAttempts times in all, and the error carries what the
+// member said.
+func TestStartRetriesOnBindFailure(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, harness.LogDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(t.TempDir(), "etcd")
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'etcd Version: 3.4.23'; exit 0; fi\n" +
+		"echo \"listen tcp $6: bind: address already in use\" >&2; exit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := startCluster(t.Context(), fake, dir, 1, "t")
+	if err == nil || !strings.Contains(err.Error(), "etcd member n1 exited: listen tcp") || !strings.Contains(err.Error(), "bind: address already in use") {
+		t.Fatalf("error %v", err)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, harness.LogDir, "n1.log"))
+	if n := strings.Count(string(log), "address already in use"); n != startAttempts {
+		t.Fatalf("%d attempts, want %d:\n%s", n, startAttempts, log)
+	}
+}
