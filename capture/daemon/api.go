@@ -234,6 +234,11 @@ func (d *Daemon) handleDecision(approve bool) http.HandlerFunc {
 		default:
 			d.wake.Publish(struct{}{})
 			row, _ := d.st.Row(body.Key)
+			verb := "action approved"
+			if !approve {
+				verb = "action rejected"
+			}
+			d.log.Info(verb, append(actionAttrs(row.Action), "by", by)...)
 			writeJSON(w, http.StatusOK, row)
 		}
 	}

@@ -71,16 +71,18 @@ type Daemon struct {
 	conns *connLimiter
 	// health is whether the node can write its state (health.go).
 	health health
+	// story is what the last pass saw, for the event log (events.go).
+	story storyteller
 	ln     net.Listener
 
 	verifier *auth.Verifier
 	offset   atomic.Int64 // test-only clock offset, ns
-	// passiveWhy is why the last pass could not act, "" when it could.
-	passiveWhy atomic.Value
 	// opVerifier checks operator requests when the operator has its own
 	// secret; replayLogs are the verifiers' logs (access.go).
 	opVerifier *auth.Verifier
 	replayLogs []*auth.ReplayLog
+	// passiveWhy is why the last pass could not act, "" when it could.
+	passiveWhy atomic.Value
 
 	// vrrp is keepalived's view of this node, when it is the authority
 	// for on-premises captures (authority.go).
@@ -182,12 +184,12 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 	lim := opts.Limits.withDefaults()
 	d.conns = newConnLimiter(d.ln, lim.MaxConns)
 	d.ln = d.conns
-	d.http = newServer(d.routes(), lim, cfg.Federation.MaxBody, d.conns)
-	if cfg.Federation.TLS != nil {
 	if err := d.openAccess(); err != nil {
 		d.close()
 		return nil, err
 	}
+	d.http = newServer(d.routes(), lim, cfg.Federation.MaxBody, d.conns)
+	if cfg.Federation.TLS != nil {
 		tc, err := auth.ServerTLS(cfg.Federation.TLS.CertFile, cfg.Federation.TLS.KeyFile, cfg.Federation.TLS.CAFile)
 		if err != nil {
 			d.close()
@@ -450,6 +452,7 @@ func (d *Daemon) afterPass(rep reconcile.Report, err error) {
 	d.mu.Unlock()
 	d.mets.pass(rep, err)
 	d.noteWrite("reconcile pass", err)
+	d.tell(rep)
 	if err != nil {
 		d.log.Error("reconcile pass", "err", err)
 	}
@@ -564,8 +567,8 @@ func (d *Daemon) close() {
 	if d.fed != nil {
 		d.fed.Close()
 	}
+	d.closeAccess()
 	if d.st != nil {
 		d.st.Close()
 	}
-	d.closeAccess()
 }

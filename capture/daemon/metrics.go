@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,9 @@ type metrics struct {
 	rejected *prometheus.CounterVec
 	// unhealthy is 1 once a write failed (health.go).
 	unhealthy prometheus.Gauge
+	// moves and failovers count desired-holder changes by reason
+	// (events.go); failovers are those forced by liveness or authority.
+	moves, failovers *prometheus.CounterVec
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -38,6 +43,18 @@ func newMetrics(d *Daemon) *metrics {
 	m.unhealthy = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ipfence_unhealthy", Help: "1 once a write to the data folder failed: the node stopped acting and heartbeating until restarted.",
 	})
+	m.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ipfence_moves_total", Help: "Changes of an address's desired holder as this node placed it, by reason (drain, liveness, authority, operator, placement).",
+	}, []string{"reason"})
+	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ipfence_failovers_total", Help: "Moves forced on a holder that failed: by liveness (stale) or authority (not VRRP master).",
+	}, []string{"reason"})
+	for _, r := range []string{ReasonDrain, ReasonLiveness, ReasonAuthority, ReasonOperator, ReasonPlacement} {
+		m.moves.WithLabelValues(r)
+	}
+	m.failovers.WithLabelValues(ReasonLiveness)
+	m.failovers.WithLabelValues(ReasonAuthority)
+	m.reg.MustRegister(m.moves, m.failovers, buildInfo())
 	m.reg.MustRegister(m.passes, m.fenced, m.rejected, m.unhealthy, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &scraped{d})
 	m.pass = func(rep reconcile.Report, err error) {
 		outcome := "ok"
@@ -64,10 +81,38 @@ var (
 	descFailures  = prometheus.NewDesc("ipfence_federation_delivery_failures_total", "Failed deliveries to a peer.", []string{"peer"}, nil)
 	descHeartbeat = prometheus.NewDesc("ipfence_heartbeat_age_seconds", "Group time since each member's newest heartbeat.", []string{"member"}, nil)
 	descStale     = prometheus.NewDesc("ipfence_member_stale", "1 when a member is stale.", []string{"member"}, nil)
+	descHolder    = prometheus.NewDesc("ipfence_address_holder", "1 for each address and the holder its epoch line names (this node's view).", []string{"pool", "address", "holder"}, nil)
 )
 
+// buildInfo is ipfence_build_info: a constant 1 labelled with the Go
+// version, the module version and the VCS revision the binary was built
+// from, as runtime/debug reads them ("unknown" when not recorded).
+func buildInfo() prometheus.Collector {
+	goVersion, version, revision, modified := runtime.Version(), "unknown", "unknown", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				revision = s.Value
+			case "vcs.modified":
+				modified = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ipfence_build_info", Help: "Always 1; the labels say which build this is.",
+		ConstLabels: prometheus.Labels{"go_version": goVersion, "version": version, "revision": revision, "modified": modified},
+	})
+	g.Set(1)
+	return g
+}
+
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descActions, descEpoch, descPending, descLag, descFailures, descHeartbeat, descStale} {
+	for _, d := range []*prometheus.Desc{descActions, descEpoch, descPending, descLag, descFailures, descHeartbeat, descStale, descHolder} {
 		ch <- d
 	}
 }
@@ -86,6 +131,9 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 	if ep, err := d.st.Epochs(); err == nil {
 		for k, r := range ep {
 			ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(r.Epoch), k.Pool, k.Address.String())
+			if r.Holder != "" {
+				ch <- prometheus.MustNewConstMetric(descHolder, prometheus.GaugeValue, 1, k.Pool, k.Address.String(), r.Holder)
+			}
 		}
 	}
 	now := d.now()

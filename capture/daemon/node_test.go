@@ -52,6 +52,8 @@ func (l *logBuffer) lines(words ...string) []string {
 
 // testNode is one node running in this process on a memory provider.
 type testNode struct {
+	cfg    *config.Node
+	limits Limits
 	d      *Daemon
 	url    string
 	logs   *logBuffer
@@ -68,13 +70,15 @@ type nodeSpec struct {
 	limits    Limits
 }
 
-// startNode writes a configuration and runs a node on a port of its own.
-func startNode(t *testing.T, s nodeSpec) *testNode {
+// startNode runs a node alone (see startNodes).
+func startNode(t *testing.T, s nodeSpec) *testNode { return startNodes(t, 1, s)[0] }
+
+// startNodes writes the configurations of a cluster of k nodes (n1 first
+// by priority) and runs each on a port of its own, each with a memory
+// provider of its own.
+func startNodes(t *testing.T, k int, s nodeSpec) []*testNode {
 	t.Helper()
 	dir := t.TempDir()
-	if s.dataDir == "" {
-		s.dataDir = filepath.Join(dir, "data")
-	}
 	if s.maxBody == "" {
 		s.maxBody = "1MiB"
 	}
@@ -88,11 +92,36 @@ func startNode(t *testing.T, s nodeSpec) *testNode {
 	for i := range s.addresses {
 		addrs = append(addrs, fmt.Sprintf("10.1.%d.%d", i/250, 1+i%250))
 	}
-	yaml := fmt.Sprintf(`node: n1
-listen: 127.0.0.1:1
-advertise: http://127.0.0.1:1
+	lns := make([]net.Listener, k)
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+	}
+	var nodes []*testNode
+	for i := range k {
+		name := fmt.Sprintf("n%d", i+1)
+		data := s.dataDir
+		if data == "" || i > 0 {
+			data = filepath.Join(dir, name+"-data")
+		}
+		var peers, members strings.Builder
+		for j := range k {
+			if j != i {
+				fmt.Fprintf(&peers, "  - {name: n%d, url: http://%s}\n", j+1, lns[j].Addr())
+			}
+			fmt.Fprintf(&members, "      - {node: n%d, priority: %d, target: eni-n%d}\n", j+1, j+1, j+1)
+		}
+		peerList := "peers: []\n"
+		if k > 1 {
+			peerList = "peers:\n" + peers.String()
+		}
+		yaml := fmt.Sprintf(`node: %s
+listen: %s
 data_dir: %s
-federation: {secret_file: secret, max_body: %s}
+%sfederation: {secret_file: secret, max_body: %s}
 providers:
   mem: {type: memory}
 pools:
@@ -100,34 +129,53 @@ pools:
     provider: mem
     addresses: [%s]
     members:
-      - {node: n1, priority: 1, target: eni-n1}
-approval: {auto: true, providers: ["*"], kinds: ["*"], cidrs: ["10.0.0.0/8"], max_per_run: 100000}
-%s`, s.dataDir, s.maxBody, strings.Join(addrs, ", "), s.extra)
-	path := filepath.Join(dir, "n1.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
+%sapproval: {auto: true, providers: ["*"], kinds: ["*"], cidrs: ["10.0.0.0/8"], max_per_run: 100000}
+%s`, name, lns[i].Addr(), data, peerList, s.maxBody, strings.Join(addrs, ", "), members.String(), s.extra)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &logBuffer{}
+		d, err := New(context.Background(), cfg, Options{
+			Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Listener: lns[i], Limits: s.limits,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, &testNode{cfg: cfg, limits: s.limits, d: d, url: "http://" + lns[i].Addr().String(), logs: logs, done: make(chan error, 1)})
 	}
-	cfg, err := config.Load(path)
+	for _, n := range nodes {
+		ctx, cancel := context.WithCancel(context.Background())
+		n.cancel = cancel
+		go func() { n.done <- n.d.Run(ctx) }()
+		t.Cleanup(n.stop)
+	}
+	return nodes
+}
+
+// restart stops the node and starts it again on its data and port.
+func (n *testNode) restart(t *testing.T) {
+	t.Helper()
+	n.stop()
+	ln, err := net.Listen("tcp", strings.TrimPrefix(n.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &logBuffer{}
-	d, err := New(context.Background(), cfg, Options{
-		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Listener: ln, Limits: s.limits,
+	d, err := New(context.Background(), n.cfg, Options{
+		Logger:   slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Listener: ln, Limits: n.limits,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &testNode{d: d, url: "http://" + ln.Addr().String(), logs: logs, cancel: cancel, done: make(chan error, 1)}
+	n.d, n.cancel, n.done = d, cancel, make(chan error, 1)
 	go func() { n.done <- d.Run(ctx) }()
-	t.Cleanup(n.stop)
-	return n
 }
 
 func (n *testNode) stop() {

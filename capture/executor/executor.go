@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
@@ -57,6 +58,19 @@ func (e *Executor) exempt(key string) bool {
 // a later run because Ready refused.
 type Result struct {
 	Claimed, Succeeded, Failed, Stale, Deferred int
+	// Done lists each row the run finished, in order: executed (with the
+	// call's error, if any) or fenced at the claim.
+	Done []Done
+}
+
+// Done is one row a run finished.
+type Done struct {
+	Row capture.Row
+	// Err is the provider call's error; nil for a success.
+	Err error
+	// Fenced is the gate's reason when the claim skipped the row as
+	// stale; the provider was not called.
+	Fenced string
 }
 
 // Run executes up to max approved rows (all when max <= 0), in import
@@ -87,6 +101,7 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 		row, err := e.Store.Claim(k, now)
 		if errors.Is(err, store.ErrStale) {
 			res.Stale++
+			res.Done = append(res.Done, Done{Row: row, Fenced: strings.TrimPrefix(err.Error(), store.ErrStale.Error()+": ")})
 			continue
 		}
 		if err != nil {
@@ -120,6 +135,7 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 		} else {
 			res.Succeeded++
 		}
+		res.Done = append(res.Done, Done{Row: row, Err: out.Err})
 	}
 	return res, nil
 }

@@ -444,6 +444,9 @@ type ImportResult struct {
 	Rearmed int
 	// Reasons holds the gate's reason per stale idempotency key.
 	Reasons map[string]string
+	// Keys are the idempotency keys of the rows imported or re-armed, in
+	// the order of the actions.
+	Keys []string
 }
 
 // Import writes the actions to the journal as pending rows, in one
@@ -480,6 +483,7 @@ func (s *Store) Import(actions []capture.Action, now time.Time) (ImportResult, e
 						return err
 					}
 					res.Rearmed++
+					res.Keys = append(res.Keys, a.IdempotencyKey)
 					continue
 				}
 				res.Existing++
@@ -497,6 +501,7 @@ func (s *Store) Import(actions []capture.Action, now time.Time) (ImportResult, e
 				return err
 			}
 			res.Imported++
+			res.Keys = append(res.Keys, a.IdempotencyKey)
 		}
 		return nil
 	})
