@@ -73,7 +73,7 @@ type Daemon struct {
 	health health
 	// story is what the last pass saw, for the event log (events.go).
 	story storyteller
-	ln     net.Listener
+	ln    net.Listener
 
 	verifier *auth.Verifier
 	offset   atomic.Int64 // test-only clock offset, ns

@@ -126,7 +126,6 @@ func grep(s, word string) string {
 	return strings.Join(out, "\n")
 }
 
-
 // TestLogsMemberStaleAndBack: a member that stops is logged stale once,
 // with its heartbeat age, by the others, and back once when it returns.
 func TestLogsMemberStaleAndBack(t *testing.T) {
