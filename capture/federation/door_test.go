@@ -546,3 +546,15 @@ func TestOwnEventsRelayedBack(t *testing.T) {
 		t.Fatalf("after a forged own undrain: drained %v, counts %v", drained(n, "c"), n.Refused())
 	}
 }
+
+// A truncated (empty) log is refused, never taken for a new one.
+func TestEmptyLogRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(Config{Node: "a", Path: path})
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("empty log: %v", err)
+	}
+}

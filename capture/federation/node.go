@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -198,6 +199,11 @@ func Open(cfg Config) (*Node, error) {
 		n.stats[p.Name] = &PeerStats{}
 	}
 	slices.Sort(n.nodes)
+	if fi, err := os.Stat(cfg.Path); err == nil && fi.Size() == 0 {
+		// bbolt would make a new log of it: a silent fresh start. An
+		// empty file is a truncated one; the operator decides.
+		return nil, fmt.Errorf("federation log %s is empty (truncated?); if this node's state is really lost, move the file away: the node then starts as a new incarnation and learns the cluster's records from its peers before it acts", cfg.Path)
+	}
 	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("opening federation log %s: %w", cfg.Path, err)
