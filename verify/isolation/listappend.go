@@ -88,6 +88,8 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 		vs.unobserved[k] = slices.Compact(vs.unobserved[k])
 	}
 
+	p.ownOrder(an, vs)
+
 	var es []edge
 	// ww: consecutive versions of a key, and dirty updates: a committed
 	// append after an aborted one in a key's history.
@@ -341,6 +343,51 @@ func (p *parsed) readEdges(es []edge, t int32, k int32, ext []int64, vs *version
 		}
 	}
 	return es
+}
+
+// ownOrder reports transactions whose appends to a key the version order
+// holds out of the order they made them: a later append read before an
+// earlier one, or read while the earlier one is not. Each is a write
+// dependency of the transaction on itself, a one-step G0 cycle (the graph
+// keeps no self edges, so no search would find it), as a future read is a
+// one-step G1c.
+func (p *parsed) ownOrder(an *anomalies, vs *versions) {
+	for t := range p.txns {
+		tx := &p.txns[t]
+		if !tx.inGraph() {
+			continue
+		}
+		ti := int32(t)
+		type seen struct {
+			pos int32 // of the previous append; -1 when no read shows it
+			val int64
+		}
+		prev := map[int32]seen{}
+		reported := map[int32]bool{}
+		for i := range tx.mops {
+			m := &tx.mops[i]
+			if m.kind != mAppend || reported[m.key] {
+				continue
+			}
+			pos, ok := vs.pos[kv{m.key, m.val}]
+			if !ok {
+				pos = -1
+			}
+			if pr, had := prev[m.key]; had && pos >= 0 && (pr.pos < 0 || pr.pos > pos) {
+				reported[m.key] = true
+				why := fmt.Sprintf("reads show key %s as %s, where %s appended %s before %s", p.in.showKey(m.key), p.showList(vs.order[m.key]), p.name(ti), p.in.showVal(pr.val), p.in.showVal(m.val))
+				if pr.pos < 0 {
+					why += ", which no read shows although they show " + p.in.showVal(m.val)
+				} else {
+					why += ", yet they show them the other way round"
+				}
+				r := p.ref(ti)
+				an.add(Anomaly{Type: "G0", Ops: []OpRef{r}, Cycle: []Step{{From: r, To: r, Rel: "ww", Why: why}},
+					Explanation: fmt.Sprintf("%s < %s because %s: a cycle of one write dependency, %s on itself.", p.name(ti), p.name(ti), why, p.name(ti))})
+			}
+			prev[m.key] = seen{pos, m.val}
+		}
+	}
 }
 
 // futureElement returns an element of a read at mop index i of key k
