@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/daemon"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
 )
@@ -21,13 +20,14 @@ import (
 func runCtl(args []string, stdout, stderr io.Writer) int {
 	fs, level := flagSet("ctl", "ctl --endpoint URL --token-file FILE [--json] status|actions|approve KEY|reject KEY|drain NODE|undrain NODE", stderr)
 	endpoint := fs.String("endpoint", "", "the node's API, such as http://127.0.0.1:7001")
-	tokenFile := fs.String("token-file", "", "the cluster's shared secret, to sign requests")
+	tokenFile := fs.String("token-file", "", "the operator's secret (federation.operator_secret_file; without one, the cluster's shared secret), to sign requests")
 	asJSON := fs.Bool("json", false, "print JSON for programs instead of tables")
 	state := fs.String("state", "", "actions: only rows in this state")
 	kind := fs.String("kind", "", "actions: only rows of this kind")
 	pool := fs.String("pool", "", "actions: only rows of this pool")
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
+	creds := addCtlCredentials(fs) // ctlcreds.go
 		return code
 	}
 	fail := func(format string, a ...any) int {
@@ -35,22 +35,22 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	bad := func(format string, a ...any) int { return usageError(stderr, "ctl", format, a...) }
-	if *endpoint == "" || *tokenFile == "" {
-		return bad("--endpoint and --token-file are required")
+	if *endpoint == "" || !creds.given(*tokenFile) {
+		return bad("--endpoint and --token-file (or, under mutual TLS, --cert, --key and --ca) are required")
 	}
 	if _, err := url.Parse(*endpoint); err != nil {
 		return fail("--endpoint: %v", err)
 	}
-	secret, err := auth.ReadSecret(*tokenFile)
+	tr, err := creds.transport(*tokenFile, *endpoint)
 	if err != nil {
-		return fail("--token-file: %v", err)
+		return fail("%v", err)
 	}
 	if len(pos) == 0 {
 		return bad("no command: want status, actions, approve KEY, reject KEY, drain NODE or undrain NODE")
 	}
 	c := &ctlClient{base: strings.TrimSuffix(*endpoint, "/"), http: &http.Client{
 		Timeout:   30 * time.Second,
-		Transport: (&auth.Signer{Secret: secret, Node: "ctl"}).Transport(http.DefaultTransport),
+		Transport: tr,
 	}}
 	need := func(n int) bool { return len(pos) == n+1 }
 	var out any

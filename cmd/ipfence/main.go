@@ -40,6 +40,7 @@ func commands() []command {
 		{"test", "run a Jepsen-style test: test capture (ipfence's nodes) or test etcd (a real etcd cluster) under faults", runTest},
 		{"sim", "write the history of a simulated transactional database (for the checkers)", runSim},
 		{"doctor", "ask the LAN who answers ARP for an address: one holder, none, or a split brain", runDoctor},
+		{"web", "browse the store: runs, verdicts, pages, plots, logs and cycle drawings", runWeb},
 	}
 }
 

@@ -104,38 +104,31 @@ func (g *Graph) SVG() string {
 		boxes[i] = box{w: w + 16, h: float64(len(ls))*lineH + 10, lines: ls}
 		maxW, maxH = math.Max(maxW, boxes[i].w), math.Max(maxH, boxes[i].h)
 	}
-	// A circle on which neighbours' boxes do not overlap.
+	// A circle on which neighbours' boxes sit apart with room for the
+	// labels of the edges between them: the chord between neighbours is
+	// at least the widest box and some.
 	r := 0.0
-	if n > 1 {
-		r = math.Max(110, (math.Max(maxW, maxH)+60)*float64(n)/(2*math.Pi))
-		if n == 2 {
-			r = math.Max(r, maxH+60)
-		}
+	switch {
+	case n == 2:
+		r = (maxH + 140) / 2
+	case n > 2:
+		r = math.Max(120, (maxW+120)/(2*math.Sin(math.Pi/float64(n))))
 	}
-	loop := 0.0
-	for _, e := range g.Edges {
-		if e.From == e.To {
-			loop = 40
-		}
-	}
-	cx, cy := r+maxW/2+margin+loop+120, r+maxH/2+margin+titleH+loop+30
 	for i := range boxes {
 		a := -math.Pi/2 + 2*math.Pi*float64(i)/float64(max(n, 1))
-		boxes[i].c = point{cx + r*math.Cos(a), cy + r*math.Sin(a)}
+		boxes[i].c = point{r * math.Cos(a), r * math.Sin(a)}
 	}
-	width, height := 2*cx, 2*cy-titleH
+	// The drawing's bounds grow with every box, curve and label; the
+	// viewBox is them and a margin.
+	minX, minY, maxX, maxY := -1.0, -1.0, 1.0, 1.0
+	grow := func(x0, y0, x1, y1 float64) {
+		minX, minY, maxX, maxY = math.Min(minX, x0), math.Min(minY, y0), math.Max(maxX, x1), math.Max(maxY, y1)
+	}
+	for _, bx := range boxes {
+		grow(bx.c.x-bx.w/2, bx.c.y-bx.h/2, bx.c.x+bx.w/2, bx.c.y+bx.h/2)
+	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="monospace" font-size="12">`+"\n", width, height, width, height)
-	title := g.Label
-	if title == "" {
-		title = g.Name
-	}
-	fmt.Fprintf(&b, `<title>%s</title>`+"\n", esc(title))
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fff"/>`+"\n")
-	fmt.Fprintf(&b, `<text class="title" x="%.1f" y="%.1f" text-anchor="middle" font-family="sans-serif" font-size="15" font-weight="600">%s</text>`+"\n",
-		cx, margin, esc(title))
-
 	// Edges between the same two nodes bend further each, so that none
 	// hides another.
 	seen := map[[2]int]int{}
@@ -146,10 +139,11 @@ func (g *Graph) SVG() string {
 		c := color(e.Attrs, "color", "black")
 		fc := color(e.Attrs, "fontcolor", c)
 		var path string
-		var tip, dir, mid point
+		var tip, dir, mid, normal point
 		if e.From == e.To {
+			// A loop out of the box, away from the circle's centre.
 			bx := boxes[e.From]
-			out := point{bx.c.x - cx, bx.c.y - cy}
+			out := bx.c
 			l := math.Hypot(out.x, out.y)
 			if l == 0 {
 				out, l = point{0, -1}, 1
@@ -162,14 +156,18 @@ func (g *Graph) SVG() string {
 			c1 := point{p1.x + (u.x*70+u.y*40)*s, p1.y + (u.y*70-u.x*40)*s}
 			tip, dir = p1, point{p1.x - c1.x, p1.y - c1.y}
 			path = fmt.Sprintf("M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f", p0.x, p0.y, c0.x, c0.y, c1.x, c1.y, p1.x, p1.y)
-			mid = point{(p0.x+3*c0.x+3*c1.x+p1.x)/8 + u.x*6, (p0.y+3*c0.y+3*c1.y+p1.y)/8 + u.y*6}
+			mid = point{(p0.x + 3*c0.x + 3*c1.x + p1.x) / 8, (p0.y + 3*c0.y + 3*c1.y + p1.y) / 8}
+			normal = u
+			grow(math.Min(c0.x, c1.x), math.Min(c0.y, c1.y), math.Max(c0.x, c1.x), math.Max(c0.y, c1.y))
 		} else {
 			a, z := boxes[e.From], boxes[e.To]
 			dx, dy := z.c.x-a.c.x, z.c.y-a.c.y
 			d := math.Hypot(dx, dy)
-			// Bend to the right of the direction of travel.
+			// Bend to the left of the direction of travel, as drawn (y
+			// grows downwards): a pair's two edges part.
 			bend := d * (0.12 + 0.1*float64(k))
-			ctrl := point{(a.c.x+z.c.x)/2 - dy/d*bend, (a.c.y+z.c.y)/2 + dx/d*bend}
+			normal = point{dy / d, -dx / d}
+			ctrl := point{(a.c.x+z.c.x)/2 + normal.x*bend, (a.c.y+z.c.y)/2 + normal.y*bend}
 			p0, p1 := a.clip(ctrl), z.clip(ctrl)
 			tip, dir = p1, point{p1.x - ctrl.x, p1.y - ctrl.y}
 			path = fmt.Sprintf("M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f", p0.x, p0.y, ctrl.x, ctrl.y, p1.x, p1.y)
@@ -185,11 +183,32 @@ func (g *Graph) SVG() string {
 		fmt.Fprintf(&b, `<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`,
 			tip.x, tip.y, base.x-u.y*arrowHalf, base.y+u.x*arrowHalf, base.x+u.y*arrowHalf, base.y-u.x*arrowHalf, c)
 		if label := e.Attrs["label"]; label != "" {
+			// The label sits beside the curve on the side it bends to,
+			// anchored so that it grows away from the curve.
 			ls := lines(label, 40)
-			y := mid.y - float64(len(ls)-1)*lineH/2
+			at := point{mid.x + normal.x*8, mid.y + normal.y*8}
+			w := 0.0
+			for _, line := range ls {
+				w = math.Max(w, float64(len([]rune(line)))*charW)
+			}
+			anchor, x0 := "middle", at.x-w/2
+			switch {
+			case normal.x > 0.3:
+				anchor, x0 = "start", at.x
+			case normal.x < -0.3:
+				anchor, x0 = "end", at.x-w
+			}
+			hgt := float64(len(ls)) * lineH
+			y := at.y - hgt/2 + lineH/2
+			if anchor == "middle" && normal.y > 0 {
+				y = at.y + lineH/2
+			} else if anchor == "middle" {
+				y = at.y - hgt + lineH/2
+			}
+			grow(x0, y-lineH/2, x0+w, y+hgt-lineH/2)
 			for i, line := range ls {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" dominant-baseline="middle" fill="%s" stroke="#fff" stroke-width="4" paint-order="stroke">%s</text>`,
-					mid.x, y+float64(i)*lineH, fc, esc(line))
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="%s" dominant-baseline="middle" fill="%s" stroke="#fff" stroke-width="4" paint-order="stroke">%s</text>`,
+					at.x, y+float64(i)*lineH, anchor, fc, esc(line))
 			}
 		}
 		b.WriteString("</g>\n")
@@ -204,6 +223,21 @@ func (g *Graph) SVG() string {
 		}
 		b.WriteString("</g>\n")
 	}
-	b.WriteString("</svg>\n")
-	return b.String()
+
+	title := g.Label
+	if title == "" {
+		title = g.Name
+	}
+	x0, y0 := minX-margin, minY-margin-titleH
+	w, h := maxX-minX+2*margin, maxY-minY+2*margin+titleH
+	var out strings.Builder
+	fmt.Fprintf(&out, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="%.1f %.1f %.1f %.1f" font-family="monospace" font-size="12">`+"\n",
+		w, h, x0, y0, w, h)
+	fmt.Fprintf(&out, "<title>%s</title>\n", esc(title))
+	fmt.Fprintf(&out, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#fff"/>`+"\n", x0, y0, w, h)
+	fmt.Fprintf(&out, `<text class="title" x="%.1f" y="%.1f" text-anchor="middle" font-family="sans-serif" font-size="15" font-weight="600">%s</text>`+"\n",
+		(minX+maxX)/2, y0+margin, esc(title))
+	out.WriteString(b.String())
+	out.WriteString("</svg>\n")
+	return out.String()
 }
