@@ -243,3 +243,45 @@ func TestStartFailureCarriesItsError(t *testing.T) {
 		t.Fatalf("error %v\nwant %s", err, want)
 	}
 }
+
+// Once a read has seen the holder, the flaps drain that node: only a
+// holder's drain plans the release the fence must stop.
+func TestFlapsDrainTheHolder(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3"}
+	var g gen.Generator = flaps(1, nodes)
+	ask := func(at time.Duration) gen.Op {
+		t.Helper()
+		op, next, st := g.Next(gen.Context{Time: at, Threads: 2, Free: []int{0, 1}})
+		g = next
+		if st != gen.Ready && op.F == "" {
+			op, next, st = g.Next(gen.Context{Time: op.Time, Threads: 2, Free: []int{0, 1}})
+			g = next
+		}
+		if st != gen.Ready {
+			t.Fatalf("at %v: %v", at, st)
+		}
+		return op
+	}
+	g.Next(gen.Context{Time: 0, Threads: 2, Free: []int{0, 1}})
+	read := func(holder any) {
+		g = g.Update(gen.Context{}, gen.Event{Kind: gen.Completed, F: "read", Value: map[string]any{"address": "10.0.1.10", "holder": holder}})
+	}
+	for _, c := range []struct {
+		holder any
+		want   string
+	}{{"eni-n3", "n3"}, {"eni-n2", "n2"}, {nil, "n2"}, {"eni-n1", "n1"}} {
+		read(c.holder)
+		at := time.Duration(0)
+		var drain gen.Op
+		for drain.F != "drain" {
+			drain = ask(at)
+			at = drain.Time
+		}
+		if n := drain.Value.(map[string]any)["node"]; n != c.want {
+			t.Fatalf("after a read found %v: drained %v, want %s", c.holder, n, c.want)
+		}
+		if undo := ask(at); undo.F != "undrain" || undo.Value.(map[string]any)["node"] != c.want {
+			t.Fatalf("then %v %v", undo.F, undo.Value)
+		}
+	}
+}

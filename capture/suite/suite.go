@@ -132,7 +132,10 @@ const (
 
 // Membership changes: every flapEvery a node is drained, and undrained
 // flapBack later, within the de-provision hold, so that the release the
-// drain planned goes stale while it waits.
+// drain planned goes stale while it waits. The node drained is the one
+// the clients' latest read found holding an address: only a holder's
+// drain plans a release, so every flap tests the fence (a drain of a node
+// that holds nothing moves nothing).
 const (
 	flapEvery = 3 * time.Second
 	flapBack  = 1 * time.Second
@@ -253,12 +256,15 @@ func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Cho
 	return gen.Phases(phases...)
 }
 
-// flap drains a node, then undrains it flapBack later, every flapEvery.
+// flap drains a node, then undrains it flapBack later, every flapEvery:
+// the holder the latest completed read saw, or, before any read saw one,
+// a node drawn from the seed.
 type flap struct {
-	r     gen.Rand
-	nodes []string
-	at    time.Duration // next op due; <0 before the first ask
-	undo  string        // the node to undrain next; "" to drain one
+	r      gen.Rand
+	nodes  []string
+	at     time.Duration // next op due; <0 before the first ask
+	undo   string        // the node to undrain next; "" to drain one
+	holder string        // the node the latest read found holding an address
 }
 
 func flaps(seed uint64, nodes []string) gen.Generator {
@@ -291,6 +297,9 @@ func (f *flap) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
 		n.at = ctx.Time + flapEvery - flapBack
 	} else {
 		node := f.nodes[n.r.IntN(len(f.nodes))]
+		if slices.Contains(f.nodes, f.holder) {
+			node = f.holder
+		}
 		op = gen.F("drain", map[string]any{"node": node})
 		n.undo = node
 		n.at = ctx.Time + flapBack
@@ -299,7 +308,20 @@ func (f *flap) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
 	return op, &n, gen.Ready
 }
 
-func (f *flap) Update(gen.Context, gen.Event) gen.Generator { return f }
+// Update notes the holder each completed read found.
+func (f *flap) Update(_ gen.Context, ev gen.Event) gen.Generator {
+	if ev.Kind != gen.Completed || ev.F != "read" {
+		return f
+	}
+	v, _ := ev.Value.(map[string]any)
+	h, _ := v["holder"].(string)
+	if h == "" || nodeOf(h) == f.holder {
+		return f
+	}
+	n := *f
+	n.holder = nodeOf(h)
+	return &n
+}
 
 // clockFault skews one node's clock, or strobes it when the value has a
 // period.

@@ -194,7 +194,8 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 	}
 	fmt.Fprintf(w, "  single holder   %-7s dual-holder time %v ms\n", valid("single-holder"), get("single-holder", "dual_holder_ms"))
 	fmt.Fprintf(w, "  fence           %-7s stale actions executed %v\n", valid("fence"), get("fence", "stale_actions_executed"))
-	fmt.Fprintf(w, "  convergence     %-7s last move %v s after the final heal\n", valid("convergence"), get("convergence", "convergence_s"))
+	conv, _ := get("convergence", "convergence_s").(float64)
+	fmt.Fprintf(w, "  convergence     %-7s last move %.1f s after the final heal\n", valid("convergence"), conv)
 	if n, _ := get("failover", "failovers").(int); n > 0 {
 		fmt.Fprintf(w, "  failover        %-7s %d failovers: median %.2fs, p99 %.2fs, max %.2fs\n", valid("failover"), n,
 			get("failover", "median_s"), get("failover", "p99_s"), get("failover", "max_s"))
@@ -202,15 +203,22 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 		fmt.Fprintf(w, "  failover        %-7s no failover observed\n", valid("failover"))
 	}
 	if r, ok := cs["availability"]; ok {
-		line := fmt.Sprintf("  availability    %-7s no holder %v ms", r.Valid, r.Fields["no_holder_ms"])
+		total, _ := r.Fields["no_holder_ms"].(float64)
+		line := fmt.Sprintf("  availability    %-7s no holder %.0f ms", r.Valid, total)
 		if n, _ := r.Fields["episodes"].(int); n > 0 {
 			periods := "periods"
 			if n == 1 {
 				periods = "period"
 			}
-			line += fmt.Sprintf(" in %d %s, %v ms outside fault windows", n, periods, r.Fields["outside_faults_ms"])
+			outside, _ := r.Fields["outside_faults_ms"].(float64)
+			line += fmt.Sprintf(" in %d %s, %.0f ms outside fault windows", n, periods, outside)
 		}
 		fmt.Fprintln(w, line)
+		if l, _ := r.Fields["longest"].(string); l != "" && r.Valid != linear.False {
+			// The findings below show a false checker's outages; a true
+			// one's longest is still evidence worth a line.
+			fmt.Fprintf(w, "                          longest: %s\n", l)
+		}
 	}
 	fmt.Fprintf(w, "  linearizable    %-7s %v ops, capture-owner model\n", valid("linear"), get("linear", "ops"))
 	fmt.Fprintf(w, "  stats           %-7s\n", valid("stats"))
