@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	htmlOut := fs.String("html", "", "write a self-contained HTML page of the history and its linearization to FILE\n(with several inputs, one page each, named FILE-<input name>.html)")
 	whole := fs.Bool("no-partition", false, "check kv and multi-register histories as one object with one state instead of\nsplitting them by key (kv still lets the search use the keys' independence)")
 	maxMem := fs.String("max-memory", "4GiB", "give up with verdict unknown when the search (its tables and the model's\nstates) needs more memory than this; it also bounds the input: files of at most\na sixteenth of it, lines of at most a quarter of that (exit 3 beyond)")
-	consistency := fs.String("consistency", "strict-serializable", "list-append and rw-register: the consistency model the history must satisfy")
+	consistency := fs.String("consistency", "strict-serializable", "list-append and rw-register: the consistency model the history must satisfy,\none of: "+wrap(isolation.Models(), 72))
 	dotDir := fs.String("dot", "", "list-append and rw-register: write one Graphviz file per cycle found into DIR")
 	seqKeys := fs.Bool("sequential-keys", false, "rw-register: assume each key's versions follow process order")
 	linKeys := fs.Bool("linearizable-keys", false, "rw-register: assume each key's versions follow real-time order")
@@ -169,6 +170,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return usageErr("--max-memory: %v", err)
 	}
 	lim := inputLimits(maxBytes)
+	if stdout == io.Writer(os.Stdout) {
+		// The process's own command: the collector is told the bound
+		// too, so that garbage does not double the memory the checker
+		// accounts. (Not in tests that call runCheck side by side: the
+		// limit is one per process.)
+		debug.SetMemoryLimit(maxBytes)
+	}
 	exit := exitValid
 	sawInvalid, sawUnknown := false, false
 	for _, file := range files {
@@ -208,6 +216,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			sawUnknown = true
 		}
 	}
+	if hwm, ok := peakRSS(); ok {
+		slog.Debug("memory", "peak_rss", hwm, "max_memory", maxBytes)
+	}
 	switch {
 	case exit == exitError:
 		return exitError
@@ -217,6 +228,23 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUnknown
 	}
 	return exitValid
+}
+
+// peakRSS is the process's peak resident memory in bytes (VmHWM, which
+// exec resets, unlike the rusage of a child that the parent's memory
+// inflates), where /proc says it.
+func peakRSS() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
 }
 
 // inputLimits derives the input's bounds from --max-memory. A parsed event
@@ -398,8 +426,132 @@ func isolationCheck(opt isolation.Options, dotDir string) fileCheck {
 		if dotDir != "" {
 			after = func() error { return writeDOT(dotDir, file, r) }
 		}
-		return r.Valid, isolationResult{File: file, Result: r}, r.Summary(file), after, nil
+		return r.Valid, isolationResult{File: file, Result: r}, r.Summary(file) + explainIsolation(r), after, nil
 	}
+}
+
+// shownPerType is how many examples of each anomaly type the text output
+// explains; --json has every example the checker kept.
+const shownPerType = 3
+
+// explainIsolation says in words, as Elle does, what each anomaly found
+// is: the transactions involved, named by the index of the event that
+// completed them (the operation as it stands in the file), and for a
+// cycle each dependency in turn and why it holds. It is "" for a valid
+// history.
+func explainIsolation(r *isolation.Result) string {
+	var b strings.Builder
+	section := func(types []string, examples map[string][]isolation.Anomaly, title string) {
+		for _, typ := range types {
+			list := examples[typ]
+			if len(list) == 0 {
+				continue
+			}
+			n := max(r.Counts[typ], len(list))
+			fmt.Fprintf(&b, "\n  %s%s (%d found", title, typ, n)
+			if n > shownPerType {
+				fmt.Fprintf(&b, ", %d shown", shownPerType)
+			}
+			b.WriteString("):")
+			for i, a := range list[:min(len(list), shownPerType)] {
+				if len(list) > 1 {
+					fmt.Fprintf(&b, "\n    #%d", i+1)
+				}
+				explainAnomaly(&b, a)
+			}
+		}
+	}
+	section(r.AnomalyTypes, r.Anomalies, "")
+	var assumed []string
+	for t := range r.Assumptions {
+		assumed = append(assumed, t)
+	}
+	slices.Sort(assumed)
+	section(assumed, r.Assumptions, "broken assumption: ")
+	if b.Len() > 0 {
+		b.WriteString("\n  (--json prints every example kept; --dot DIR draws each cycle)")
+	}
+	return b.String()
+}
+
+// explainAnomaly writes one anomaly: "Let:" the transactions, "Then:" the
+// cycle's steps, or the checker's explanation when it has no cycle.
+func explainAnomaly(b *strings.Builder, a isolation.Anomaly) {
+	seen := map[int64]bool{}
+	var refs []isolation.OpRef
+	add := func(r isolation.OpRef) {
+		if !seen[r.Index] {
+			seen[r.Index] = true
+			refs = append(refs, r)
+		}
+	}
+	for _, st := range a.Cycle {
+		add(st.From)
+		add(st.To)
+	}
+	for _, r := range a.Ops {
+		add(r)
+	}
+	if len(refs) > 0 {
+		b.WriteString("\n    Let:")
+		for _, r := range refs {
+			proc := "no process"
+			if r.Process != nil {
+				proc = "process " + r.Process.String()
+			}
+			inv := ""
+			if r.Invoke != r.Index {
+				inv = fmt.Sprintf(", invoked at index %d", r.Invoke)
+			}
+			fmt.Fprintf(b, "\n      T%d: %s, %s%s: %s", r.Index, proc, r.Type, inv, clip(history.Show(r.Value), 200))
+		}
+	}
+	if len(a.Cycle) == 0 {
+		fmt.Fprintf(b, "\n    %s", a.Explanation)
+		return
+	}
+	b.WriteString("\n    Then:")
+	for i, st := range a.Cycle {
+		lead := ""
+		if i == len(a.Cycle)-1 && i > 0 {
+			lead = "However, "
+		}
+		end := "."
+		if i == len(a.Cycle)-1 {
+			end = ": a cycle."
+		}
+		fmt.Fprintf(b, "\n      - %sT%d < T%d, because %s%s", lead, st.From.Index, st.To.Index, st.Why, end)
+	}
+}
+
+// wrap joins names with commas into lines of at most width bytes.
+func wrap(names []string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(",")
+			line++
+			if line+1+len(n) > width {
+				b.WriteString("\n")
+				line = 0
+			} else {
+				b.WriteString(" ")
+				line++
+			}
+		}
+		b.WriteString(n)
+		line += len(n)
+	}
+	return b.String()
+}
+
+// clip cuts s to n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // writeDOT writes one Graphviz file per cycle anomaly:

@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -105,7 +108,9 @@ func TestCheckExitCodes(t *testing.T) {
 		{"flags after the file", []string{"check", valid, "--model", "register"}, 0, []string{"linearizable (register, 2 ops"}, nil},
 		{"stale read", []string{"check", stale}, 1, []string{"NOT linearizable", "process 1 read → nil (invoked at index 2, completed at index 3)"}, nil},
 		{"one invalid among several", []string{"check", valid, stale, valid}, 1, []string{"NOT linearizable"}, nil},
-		{"timeout", []string{"check", "--timeout", "100ms", hard}, 2, []string{"unknown (cas-register, 41 ops", "timeout"}, nil},
+		// The deadline counts the parse too: long enough that the search
+		// starts, even on a loaded machine.
+		{"timeout", []string{"check", "--timeout", "1s", hard}, 2, []string{"unknown (cas-register, 41 ops", "timeout"}, nil},
 		{"memory bound", []string{"check", "--max-memory", "8MiB", hard}, 2, []string{"memory bound"}, nil},
 		{"error beats invalid", []string{"check", stale, broken}, 3, []string{"NOT linearizable"}, []string{broken + ":2:20: expected type to be one of invoke, ok, fail, info"}},
 		{"unknown model", []string{"check", "--model", "queue", valid}, 3, nil, []string{`unknown model "queue"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue`}},
@@ -192,15 +197,41 @@ func TestCheckHTML(t *testing.T) {
 	}
 }
 
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+	out  []byte
+}
+
+// binary builds the command once for the tests that run it as a process.
+func binary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "ipfence-bin")
+		if built.err == nil {
+			built.out, built.err = exec.Command("go", "build", "-o", filepath.Join(built.dir, "ipfence"), ".").CombinedOutput()
+		}
+	})
+	if built.err != nil {
+		t.Fatalf("build: %v\n%s", built.err, built.out)
+	}
+	return filepath.Join(built.dir, "ipfence")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
 // The real binary, as a user runs it: exit status through os.Exit, on a
 // corpus file.
 func TestBinary(t *testing.T) {
 	file := filepath.Join(testenv.Corpus(t), "knossos", "cas-register", "bad", "cas-failure.edn")
-	bin := filepath.Join(t.TempDir(), "ipfence")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := binary(t)
 	cmd := exec.Command(bin, "check", "--initial", "0", file)
 	out, err := cmd.Output()
 	var ee *exec.ExitError
@@ -368,4 +399,59 @@ func TestCheckBoundedInput(t *testing.T) {
 			[]string{big + ": unknown (bank): timed out after 1ns while reading the history"}, nil},
 	}
 	runCases(t, cases)
+}
+
+// queueJSONL is a linearizable fifo-queue history whose search explodes:
+// n-1 concurrent enqueues, then one dequeue that returns the value
+// enqueued last. Every order of the enqueues is a queue state of its own,
+// interned by the model: the search's visited set is the smaller part of
+// its memory.
+func queueJSONL(n int) string {
+	var b strings.Builder
+	k, i := n-1, 0
+	for p := range k {
+		fmt.Fprintf(&b, `{"index":%d,"type":"invoke","process":%d,"f":"enqueue","value":%d}`+"\n", i, p, p)
+		i++
+	}
+	for p := range k {
+		fmt.Fprintf(&b, `{"index":%d,"type":"ok","process":%d,"f":"enqueue","value":%d}`+"\n", i, p, p)
+		i++
+	}
+	fmt.Fprintf(&b, `{"index":%d,"type":"invoke","process":%d,"f":"dequeue","value":null}`+"\n", i, k)
+	fmt.Fprintf(&b, `{"index":%d,"type":"ok","process":%d,"f":"dequeue","value":%d}`+"\n", i+1, k, k-1)
+	return b.String()
+}
+
+// Issue 14: --max-memory bounds the model's interned states too. The
+// 23-op queue history peaked at 1.8 GB under --max-memory 256MiB; now the
+// search stops at the bound with unknown: memory bound (exit 2), and the
+// process's peak resident memory stays near the bound.
+func TestCheckMemoryBoundCoversModelStates(t *testing.T) {
+	q := write(t, "queue.jsonl", queueJSONL(23))
+	small := write(t, "small.jsonl", queueJSONL(6))
+	runCases(t, []cliCase{
+		{"in process", []string{"check", "--model", "fifo-queue", "--max-memory", "32MiB", q}, 2, []string{q + ": unknown (fifo-queue, 23 ops", "): memory bound"}, nil},
+		{"a small one is decided", []string{"check", "--model", "fifo-queue", "--max-memory", "32MiB", small}, 0, []string{small + ": linearizable (fifo-queue, 6 ops"}, nil},
+	})
+	const bound = 64 << 20
+	// The process reports its own peak (VmHWM): a child's rusage would
+	// count this test process's memory, which the child shares until it
+	// execs.
+	cmd := exec.Command(binary(t), "check", "--log-level", "debug", "--model", "fifo-queue", "--max-memory", "64MiB", q)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUnknown || !strings.Contains(string(out), "memory bound") {
+		t.Fatalf("exit: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`peak_rss=(\d+) max_memory=67108864`).FindStringSubmatch(errb.String())
+	if m == nil {
+		t.Fatalf("no peak_rss in the debug log:\n%s", errb.String())
+	}
+	peak, _ := strconv.ParseInt(m[1], 10, 64)
+	t.Logf("peak resident memory %d MiB under --max-memory 64MiB", peak>>20)
+	if peak > 3*bound {
+		t.Errorf("peak resident memory %d MiB under --max-memory 64MiB", peak>>20)
+	}
 }

@@ -25,9 +25,9 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 	state := fs.String("state", "", "actions: only rows in this state")
 	kind := fs.String("kind", "", "actions: only rows of this kind")
 	pool := fs.String("pool", "", "actions: only rows of this pool")
+	creds := addCtlCredentials(fs) // ctlcreds.go
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
-	creds := addCtlCredentials(fs) // ctlcreds.go
 		return code
 	}
 	fail := func(format string, a ...any) int {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/verify/isolation"
 )
 
 // The transactional models through the command line: the corpus files get
@@ -20,8 +21,12 @@ func TestCheckTransactional(t *testing.T) {
 	paper := c("elle/paper-example.edn")
 	si := c("elle/si-without-g-single.edn")
 	rw := c("elle-cli/elle/rw-register.edn")
+	// Two transactions, one reading what the other wrote (a single one
+	// would be unknown: nothing to check, as Elle says), then a torn line.
 	torn := write(t, "torn.jsonl", `{"type":"invoke","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+
-		`{"type":"ok","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+`{"type":"invoke","pro`)
+		`{"type":"ok","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+
+		`{"type":"invoke","process":1,"f":"txn","value":[["r","x",null]]}`+"\n"+
+		`{"type":"ok","process":1,"f":"txn","value":[["r","x",[1]]]}`+"\n"+`{"type":"invoke","pro`)
 	garbled := write(t, "garbled.jsonl", `{"type":"invoke","process":0,"f":"txn","value":[["append","x",1]]}`+"\n"+
 		`{"type":"ok","process":0,"f":"txn","value":[["frob","x",1]]}`+"\n")
 
@@ -35,11 +40,11 @@ func TestCheckTransactional(t *testing.T) {
 		{"garbage read", []string{"check", "--model", "rw-register", rw}, 1, []string{"garbage-read"}, nil},
 		{"elle-cli json array", []string{"check", "--model", "list-append", "--consistency", "serializable", c("elle-cli/elle/paper-example.json")}, 1,
 			[]string{"G-single-item"}, nil},
-		{"torn last line", []string{"check", "--model", "list-append", torn}, 0, []string{"VALID (list-append, strict-serializable, 1 transaction)"},
-			[]string{torn + ":3: the last line is cut short"}},
+		{"torn last line", []string{"check", "--model", "list-append", torn}, 0, []string{"VALID (list-append, strict-serializable, 2 transactions)"},
+			[]string{torn + ":5: the last line is cut short (its writer stopped mid-line); checking the 4 events before it"}},
 		{"unknown micro-op", []string{"check", "--model", "list-append", garbled}, 3, nil, []string{garbled + `: transaction invoked at index 0: completed micro-operation 0 is ["frob" "x" 1], but ["append" "x" 1] was invoked`}},
 		{"unknown consistency", []string{"check", "--model", "list-append", "--consistency", "serial", paper}, 3, nil,
-			[]string{`--consistency: unknown consistency model "serial"; valid: ROLA,`, "strict-serializable"}},
+			[]string{`--consistency: unknown consistency model "serial"; valid: causal-cerone, consistent-view,`, "strict-serializable"}},
 		{"linearizability flag", []string{"check", "--model", "list-append", "--initial", "0", paper}, 3, nil,
 			[]string{"--initial does not apply to --model list-append (it is for linearizability models)"}},
 		{"rw-register flag with list-append", []string{"check", "--model", "list-append", "--sequential-keys", paper}, 3, nil,
@@ -170,6 +175,53 @@ func TestSimThenCheck(t *testing.T) {
 		code, stdout, stderr := runCLI(b.args...)
 		if code != 3 || !strings.Contains(stderr, b.stderr) || stdout != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 3 and %q", b.args, code, stdout, stderr, b.stderr)
+		}
+	}
+}
+
+// Issue 13: a failing transactional check explains each anomaly in words
+// on the terminal, as Elle does: the transactions, named by the index of
+// the event that completed them (the paper example's T7 was invoked at
+// index 6), and each step of the cycle with its reason.
+func TestCheckTransactionalExplains(t *testing.T) {
+	paper := filepath.Join(testenv.Corpus(t), "elle/paper-example.edn")
+	rw := filepath.Join(testenv.Corpus(t), "elle-cli/elle/rw-register.edn")
+	runCases(t, []cliCase{
+		{"cycle", []string{"check", "--model", "list-append", paper}, 1, []string{
+			"\n  G-single-item (1 found):\n    Let:\n      T7: no process, ok, invoked at index 6: [[\"append\" 250 10] [\"r\" 253 [1 3 4]] [\"r\" 255 [2 3 4 5]] [\"append\" 256 3]]\n",
+			"      T3: no process, ok, invoked at index 2: [[\"append\" 255 8] [\"r\" 253 [1 3 4]]]\n",
+			"    Then:\n      - T7 < T3, because T7 read key 255 as [2 3 4 5], which does not hold 8, appended by T3.\n",
+			"      - T3 < T5, because T5 read key 255 as [2 3 4 5 8], which holds 8, appended by T3.\n",
+			"      - However, T5 < T7, because T5 completed before T7 was invoked: a cycle.\n",
+			"(--json prints every example kept; --dot DIR draws each cycle)",
+		}, nil},
+		{"no cycle", []string{"check", "--model", "rw-register", rw}, 1, []string{
+			"  garbage-read (1 found):\n    Let:\n      T4: process 0, ok, invoked at index 3: [[\"r\" \"x\" 3]]\n    T4 read key \"x\" = 3, but nobody wrote 3",
+		}, nil},
+	})
+	// A valid history prints its one line and nothing more.
+	si := filepath.Join(testenv.Corpus(t), "elle/si-without-g-single.edn")
+	code, stdout, _ := runCLI("check", "--model", "list-append", "--consistency", "snapshot-isolation", si)
+	if code != 0 || strings.Count(stdout, "\n") != 1 {
+		t.Errorf("exit %d, want one line:\n%s", code, stdout)
+	}
+}
+
+// Issue 13: check --help (on stdout) names every consistency model the
+// checker knows, from its own table.
+func TestCheckHelpNamesConsistencyModels(t *testing.T) {
+	code, stdout, _ := runCLI("check", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	help := strings.Join(strings.Fields(stdout), " ")
+	models := isolation.Models()
+	if len(models) < 10 {
+		t.Fatalf("the isolation package lists %d models", len(models))
+	}
+	for _, m := range models {
+		if !strings.Contains(help, m+",") && !strings.Contains(help, m+" (default") {
+			t.Errorf("check --help does not name %q", m)
 		}
 	}
 }
