@@ -79,3 +79,49 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100 // clock ticks; 100 per second on Linux
 }
+
+// BenchmarkFailover1000 is BenchmarkFailover with a pool of 1,000
+// addresses: the clock runs from the holder's SIGKILL until all 1,000 are
+// on the next member's NIC at the simulator, detection (TTL 600 ms)
+// included.
+//
+//	go test ./capture/daemon -run '^$' -bench Failover1000 -benchtime 3x
+func BenchmarkFailover1000(b *testing.B) {
+	c := startCluster(b, settings{nodes: 3, addresses: 1000})
+	c.waitAllOn("eni-n1", 5*time.Minute)
+	var times []time.Duration
+	for b.Loop() {
+		c.signal("n1", syscall.SIGKILL)
+		times = append(times, c.waitAllOn("eni-n2", 5*time.Minute))
+		b.StopTimer()
+		c.start("n1")
+		c.api("n2", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+		c.waitAllOn("eni-n1", 5*time.Minute)
+		b.StartTimer()
+	}
+	slices.Sort(times)
+	b.ReportMetric(times[len(times)/2].Seconds(), "median-s")
+	b.ReportMetric(times[len(times)-1].Seconds(), "max-s")
+	checkFence(b, c.mutations())
+}
+
+// BenchmarkStatus1000 measures GET /v1/status (what ipfence ctl status
+// shows) on a node of a 3-node cluster holding 1,000 addresses: every
+// address with its epoch line and where the simulator says it is.
+//
+//	go test ./capture/daemon -run '^$' -bench Status1000 -benchtime 20x
+func BenchmarkStatus1000(b *testing.B) {
+	c := startCluster(b, settings{nodes: 3, addresses: 1000})
+	c.waitAllOn("eni-n1", 5*time.Minute)
+	for b.Loop() {
+		st := c.status("n2")
+		if len(st.Addresses) != 1000 {
+			b.Fatalf("%d addresses in the status", len(st.Addresses))
+		}
+		for _, a := range st.Addresses {
+			if a.ProviderError != "" || a.ProviderHolder != "n1" {
+				b.Fatalf("%+v", a)
+			}
+		}
+	}
+}

@@ -188,7 +188,10 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		d.close()
 		return nil, err
 	}
-	d.http = newServer(d.routes(), lim, cfg.Federation.MaxBody, d.conns)
+	d.http = newServer(d.routes(), lim, cfg.Federation.MaxBody, d.conns, func(r *http.Request) {
+		d.mets.rejected.WithLabelValues(auth.ReasonTooLarge).Inc()
+		d.log.Warn("request rejected", "reason", auth.ReasonTooLarge, "path", r.URL.Path, "remote", r.RemoteAddr, "length", r.ContentLength)
+	})
 	if cfg.Federation.TLS != nil {
 		tc, err := auth.ServerTLS(cfg.Federation.TLS.CertFile, cfg.Federation.TLS.KeyFile, cfg.Federation.TLS.CAFile)
 		if err != nil {

@@ -55,11 +55,11 @@ func (d *Daemon) tell(rep reconcile.Report) {
 		}
 		switch {
 		case m.Stale && !was.Stale:
-			d.log.Info("member stale", "member", n, "heartbeat_age", m.Age.Round(time.Millisecond))
+			d.log.Info("member stale", "member", n, "heartbeat_age", max(m.Age, 0).Round(time.Millisecond))
 		case !m.Stale && was.Stale:
-			d.log.Info("member back", "member", n, "heartbeat_age", m.Age.Round(time.Millisecond))
+			d.log.Info("member back", "member", n, "heartbeat_age", max(m.Age, 0).Round(time.Millisecond))
 		case s.started && !was.Heard:
-			d.log.Info("member heard", "member", n, "heartbeat_age", m.Age.Round(time.Millisecond))
+			d.log.Info("member heard", "member", n, "heartbeat_age", max(m.Age, 0).Round(time.Millisecond))
 		}
 	}
 	s.live = live

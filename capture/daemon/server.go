@@ -55,9 +55,12 @@ func (l Limits) withDefaults() Limits {
 // newServer is the API server over h, with the limits in force. Every
 // request body is capped at maxBody: no handler, authenticated or not,
 // reads more.
-func newServer(h http.Handler, l Limits, maxBody int64, cl *connLimiter) *http.Server {
+func newServer(h http.Handler, l Limits, maxBody int64, cl *connLimiter, tooLarge func(*http.Request)) *http.Server {
 	capped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > maxBody {
+			if tooLarge != nil {
+				tooLarge(r)
+			}
 			// Refused before a byte of it is read; the server then closes
 			// the connection rather than drain the rest.
 			w.Header().Set("Connection", "close")
