@@ -254,8 +254,13 @@ func (s *Server) Runs() ([]Run, int, error) {
 // load reads what the list shows of one run.
 func (s *Server) load(test, id string) Run {
 	run := Run{Test: test, ID: id, Verdict: "incomplete"}
-	if len(id) >= len(timestampLayout) {
-		if t, err := time.Parse(timestampLayout, id[:len(timestampLayout)]); err == nil {
+	stamp := id
+	// A "latest" link names the run it points at.
+	if target, err := s.root.Readlink(test + "/" + id); err == nil {
+		stamp = path.Base(target)
+	}
+	if len(stamp) >= len(timestampLayout) {
+		if t, err := time.Parse(timestampLayout, stamp[:len(timestampLayout)]); err == nil {
 			run.Start = t
 		}
 	}

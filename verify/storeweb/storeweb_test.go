@@ -167,7 +167,8 @@ func TestRunPage(t *testing.T) {
 		}
 	}
 	// latest is the run it links to.
-	if code, _, body := get(t, s, "/run/capture/latest/"); code != 200 || !strings.Contains(body, `<td id="seed">12</td>`) || !strings.Contains(body, "incomplete") {
+	if code, _, body := get(t, s, "/run/capture/latest/"); code != 200 || !strings.Contains(body, `<td id="seed">12</td>`) ||
+		!strings.Contains(body, "incomplete") || !strings.Contains(body, "2026-12-01 11:00:00 UTC") {
 		t.Errorf("latest: %d", code)
 	}
 	if code, h, _ := get(t, s, "/run/capture/"+badRun); code != http.StatusMovedPermanently || h.Get("Location") != "/run/capture/"+badRun+"/" {
