@@ -84,3 +84,54 @@ func (NoopNemesis) Invoke(_ context.Context, op Op) Completion { return Info(op.
 
 // Teardown does nothing.
 func (NoopNemesis) Teardown(context.Context) error { return nil }
+
+// ClientFunc adapts a function to Client, as http.HandlerFunc adapts one
+// to a handler, for a system whose client keeps no connection: each
+// operation is f(ctx, node, op), and Open, Setup, Teardown and Close do
+// nothing.
+type ClientFunc func(ctx context.Context, node string, op Op) Completion
+
+// Open returns a client bound to node.
+func (f ClientFunc) Open(_ context.Context, node string) (Client, error) {
+	return boundFunc{f: f, node: node}, nil
+}
+
+// Setup does nothing.
+func (f ClientFunc) Setup(context.Context) error { return nil }
+
+// Invoke calls f on no node; the harness invokes only clients it opened.
+func (f ClientFunc) Invoke(ctx context.Context, op Op) Completion { return f(ctx, "", op) }
+
+// Teardown does nothing.
+func (f ClientFunc) Teardown(context.Context) error { return nil }
+
+// Close does nothing.
+func (f ClientFunc) Close(context.Context) error { return nil }
+
+// boundFunc is a ClientFunc opened on a node.
+type boundFunc struct {
+	f    ClientFunc
+	node string
+}
+
+func (b boundFunc) Open(_ context.Context, node string) (Client, error) {
+	return boundFunc{f: b.f, node: node}, nil
+}
+func (b boundFunc) Setup(context.Context) error { return nil }
+func (b boundFunc) Invoke(ctx context.Context, op Op) Completion {
+	return b.f(ctx, b.node, op)
+}
+func (b boundFunc) Teardown(context.Context) error { return nil }
+func (b boundFunc) Close(context.Context) error    { return nil }
+
+// Result is the completion of an operation that returned v and err: OK(v)
+// when err is nil, and otherwise Info with err's text, since an error
+// (a timeout, a lost connection) seldom proves the operation did not
+// happen. A client that knows an error means "certainly not done" returns
+// Fail itself.
+func Result(v history.Value, err error) Completion {
+	if err != nil {
+		return Info(nil, err.Error())
+	}
+	return OK(v)
+}

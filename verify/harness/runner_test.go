@@ -384,3 +384,32 @@ func TestRecorderSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 }
+
+// A ClientFunc is a client bound to the node it was opened on, and Result
+// makes an error unknown, never failed.
+func TestClientFuncAndResult(t *testing.T) {
+	var nodes []string
+	var mu sync.Mutex
+	f := ClientFunc(func(_ context.Context, node string, op Op) Completion {
+		mu.Lock()
+		nodes = append(nodes, node)
+		mu.Unlock()
+		if op.F == "bad" {
+			return Result(nil, errors.New("connection reset"))
+		}
+		return Result(int64(7), nil)
+	})
+	out, err := Run(t.Context(), Test{Name: "fn", Nodes: []string{"a", "b"}, Concurrency: 2, Client: f, Store: t.TempDir(),
+		Generator: gen.Clients(gen.Seq(gen.RepeatN(4, gen.F("good", nil)), gen.Once(gen.F("bad", nil))))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, _, _ := history.Pair(out.Events)
+	if len(ops) != 5 || ops[0].Output != int64(7) || ops[4].Type != history.Info || ops[4].Error != "connection reset" {
+		t.Fatalf("ops: %+v", ops)
+	}
+	slices.Sort(nodes)
+	if len(nodes) != 5 || nodes[0] != "a" || nodes[4] != "b" {
+		t.Fatalf("nodes the ops went to: %v", nodes)
+	}
+}
