@@ -36,7 +36,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 	}
 	bad := func(format string, a ...any) int { return usageError(stderr, "ctl", format, a...) }
 	if *endpoint == "" || !creds.given(*tokenFile) {
-		return bad("--endpoint and --token-file (or, under mutual TLS, --cert, --key and --ca) are required")
+		return bad("--endpoint and --token-file are required (under mutual TLS, --cert, --key and --ca may stand in for --token-file)")
 	}
 	if _, err := url.Parse(*endpoint); err != nil {
 		return fail("--endpoint: %v", err)
