@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -185,4 +186,73 @@ func ExampleTimelineWith() {
 	})
 	fmt.Println(err, strings.Contains(page.String(), `"lanes":["provider","client 0"]`))
 	// Output: <nil> true
+}
+
+// largeStory is a story for the synthetic 100,000-operation history: a
+// lane of 2,000 events (every tenth bad), a mark on every 30th operation,
+// and a checker with more findings than the header lists.
+func largeStory(events []history.Event, faults []Fault) TimelineOptions {
+	var end int64
+	for _, e := range events {
+		end = max(end, e.Time)
+	}
+	lane := Lane{Name: "provider"}
+	var finds []Finding
+	for i := range 2000 {
+		at := time.Duration(end / 2000 * int64(i))
+		lane.Events = append(lane.Events, LaneEvent{At: at, Text: fmt.Sprintf("mutation %d", i), Bad: i%10 == 0})
+		if i%10 == 0 {
+			finds = append(finds, Finding{Text: fmt.Sprintf("mutation %d is stale", i), Timed: true, At: at})
+		}
+	}
+	marks := map[int]string{}
+	for i, e := range events {
+		if e.Type == history.Invoke && e.Process >= 0 && i%30 == 0 {
+			marks[i] = "marked"
+		}
+	}
+	return TimelineOptions{Title: "large", Faults: faults, Lanes: []Lane{lane}, Marks: marks, Verdict: "invalid",
+		Names:    func(p history.Process) string { return fmt.Sprintf("client %d", p) },
+		Checkers: []CheckerSummary{{Name: "fence", Verdict: "false", Findings: finds}}}
+}
+
+func BenchmarkTimelineStory100k(b *testing.B) {
+	events, faults := synthetic(1, 100_000, 10)
+	o := largeStory(events, faults)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := TimelineWith(io.Discard, events, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestTimelineStoryLarge loads the 100,000-operation page with a story in
+// chromium and clicks a finding: every op and lane event drawn, no script
+// error, the finding's moment in view.
+func TestTimelineStoryLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chromium on 100,000 operations takes seconds")
+	}
+	events, faults := synthetic(1, 100_000, 10)
+	o := largeStory(events, faults)
+	var buf bytes.Buffer
+	if err := TimelineWith(&buf, events, o); err != nil {
+		t.Fatal(err)
+	}
+	click := `<script>document.querySelectorAll(".finds li.go")[3].click();</script>`
+	path := writePage(t, t.TempDir(), strings.Replace(buf.String(), "</body>", click+"</body>", 1))
+	got, took := browse(t, path, 90*time.Second)
+	t.Logf("page %.2f MB, chromium %v", float64(buf.Len())/1e6, took.Round(time.Millisecond))
+	d := decodePage(t, buf.String())
+	var at int64
+	for _, f := range d.Checkers[0].Findings[3:4] {
+		at = f.At
+	}
+	if got["focus"] != fmt.Sprint(at) || got["findings"] != "50" || got["verdict"] != "invalid" {
+		t.Errorf("focus %q (want %d), findings %q (want 50), verdict %q", got["focus"], at, got["findings"], got["verdict"])
+	}
+	if got["drawn"] == "" || got["drawn"] == "0" {
+		t.Errorf("drawn = %q after the focus", got["drawn"])
+	}
 }
