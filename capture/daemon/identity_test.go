@@ -216,6 +216,18 @@ func TestMutualTLSBindsSenders(t *testing.T) {
 	if !c.drained("n1") {
 		t.Fatal("the operator's drain did not take")
 	}
+	// Counted: the batch from the wrong name by the federation's door,
+	// the callers that are no peer by the API.
+	_, metrics := c.call(c.client("n2", nil, ""), 0, http.MethodGet, "/metrics", "")
+	for _, want := range []string{
+		`ipfence_federation_refused_events_total{reason="forged-sender"} 1`,
+		`ipfence_rejected_requests_total{reason="not-a-peer"} 4`,
+		`ipfence_synced 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }
 
 // Under HMAC with an operator secret the two credentials open disjoint

@@ -81,6 +81,8 @@ var (
 	descFailures  = prometheus.NewDesc("ipfence_federation_delivery_failures_total", "Failed deliveries to a peer.", []string{"peer"}, nil)
 	descHeartbeat = prometheus.NewDesc("ipfence_heartbeat_age_seconds", "Group time since each member's newest heartbeat.", []string{"member"}, nil)
 	descStale     = prometheus.NewDesc("ipfence_member_stale", "1 when a member is stale.", []string{"member"}, nil)
+	descRefused   = prometheus.NewDesc("ipfence_federation_refused_events_total", "Federation events refused at the door, by reason.", []string{"reason"}, nil)
+	descSynced    = prometheus.NewDesc("ipfence_synced", "0 while this node, having lost its state, has not learned the cluster's epoch lines back (it acts for nothing).", nil, nil)
 	descHolder    = prometheus.NewDesc("ipfence_address_holder", "1 for each address and the holder its epoch line names (this node's view).", []string{"pool", "address", "holder"}, nil)
 )
 
@@ -112,7 +114,7 @@ func buildInfo() prometheus.Collector {
 }
 
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descActions, descEpoch, descPending, descLag, descFailures, descHeartbeat, descStale, descHolder} {
+	for _, d := range []*prometheus.Desc{descActions, descEpoch, descPending, descLag, descFailures, descHeartbeat, descStale, descHolder, descRefused, descSynced} {
 		ch <- d
 	}
 }
@@ -144,6 +146,14 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, now.Sub(st.LastDelivered).Seconds(), peer)
 		}
 	}
+	for reason, n := range d.fed.Refused() {
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), reason)
+	}
+	synced := 0.0
+	if ok, _ := d.fed.Synced(); ok {
+		synced = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descSynced, prometheus.GaugeValue, synced)
 	for name, m := range d.fed.Liveness() {
 		stale := 0.0
 		if m.Stale {
