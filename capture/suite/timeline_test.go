@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/linear"
 )
 
 // plantedRecord is a record like the planted bug's: 10.0.1.10 moves to n2
@@ -85,5 +86,46 @@ func TestProcessName(t *testing.T) {
 		if got := processName(p, 6); got != want {
 			t.Errorf("processName(%d) = %q, want %q", p, got, want)
 		}
+	}
+}
+
+func TestStory(t *testing.T) {
+	start := int64(100 * time.Second)
+	col := &collected{mutations: plantedRecord()}
+	events := []history.Event{
+		{Process: 0, Type: history.Invoke, F: "read", Value: map[string]history.Value{"address": "10.0.1.10"}, Time: 4.5e9},
+		{Process: 0, Type: history.OK, F: "read", Value: map[string]history.Value{"address": "10.0.1.10", "holder": nil}, Time: 4.6e9},
+	}
+	r, err := checker.NewRun("capture", events, "", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := checker.Result{Valid: linear.False, Fields: map[string]any{"checkers": map[string]checker.Result{
+		"stats": {Valid: linear.True},
+		"fence": {Valid: linear.False, Fields: map[string]any{"stale_actions_executed": 1}},
+		"availability": {Valid: linear.False, Fields: map[string]any{"no_holder_ms": 2000.0, "outside_faults_ms": 2000.0, "periods": []outage{
+			{Address: "10.0.1.10", Start: 4e9, End: 6e9, Outside: 2 * time.Second},
+		}}},
+	}}}
+	o := story(col, 6, r, res)
+	if o.Verdict != "invalid" || o.Names(history.Nemesis) != "nemesis" || o.Names(7) != "client 1 (p7)" {
+		t.Errorf("verdict %q, names %q %q", o.Verdict, o.Names(history.Nemesis), o.Names(7))
+	}
+	var got []string
+	for _, c := range o.Checkers {
+		got = append(got, fmt.Sprintf("%s %s %q %d", c.Name, c.Verdict, c.Summary, len(c.Findings)))
+	}
+	want := `fence false "1 stale actions executed" 1|availability false "no holder 2000 ms, 2000 ms outside faults" 1|stats true "" 0`
+	if g := strings.Join(got, "|"); g != want {
+		t.Errorf("checkers = %s\nwant %s", g, want)
+	}
+	if f := o.Checkers[1].Findings[0]; !f.Timed || f.At != 4*time.Second || f.End != 6*time.Second || !strings.HasPrefix(f.Text, "10.0.1.10 had no holder from 4.000s to 6.000s") {
+		t.Errorf("availability finding = %+v", f)
+	}
+	if len(o.Marks) != 1 || o.Marks[0] != "found no holder for 10.0.1.10" {
+		t.Errorf("marks = %v", o.Marks)
+	}
+	if len(o.Lanes) != 2 || len(o.Lanes[0].Events) != 5 {
+		t.Errorf("lanes = %+v", o.Lanes)
 	}
 }
