@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -73,14 +74,119 @@ type Done struct {
 	Fenced string
 }
 
+// Batcher is implemented by providers whose API takes many addresses in
+// one call, as EC2's AssignPrivateIpAddresses and
+// UnassignPrivateIpAddresses do. Each request keeps its own epoch and
+// idempotency key; a provider that records mutations records each
+// address with its own.
+type Batcher interface {
+	// AssignMany puts every address of reqs (all naming nic) on nic, as
+	// Assign does for one; an error means any of them may or may not
+	// have moved.
+	AssignMany(ctx context.Context, nic string, reqs []provider.Request, reassign bool) error
+	// UnassignMany takes every address of reqs off nic, as Unassign does.
+	UnassignMany(ctx context.Context, nic string, reqs []provider.Request) error
+	// DescribeMany reports where each address is.
+	DescribeMany(ctx context.Context, addrs []netip.Addr) (map[netip.Addr]provider.Observation, error)
+}
+
+// MaxBatch is the most addresses one batched provider call carries.
+const MaxBatch = 100
+
 // Run executes up to max approved rows (all when max <= 0), in import
 // order. now is the time input recorded on the rows.
+//
+// The rows are claimed together, in one transaction, and their outcomes
+// recorded together, in another. In between, rows a Batcher can carry
+// together (one kind, one NIC, one reassignment flag) go in calls of up
+// to MaxBatch addresses, forwarding changes of one NIC in one call, and
+// the rest one by one, each group at the place of its first row in
+// import order.
 func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, error) {
 	var res Result
 	keys, err := e.Store.Approved()
 	if err != nil {
 		return res, err
 	}
+	if !e.batching() {
+		return e.runEach(ctx, now, max, keys)
+	}
+	var claim []string
+	for i, k := range keys {
+		if max > 0 && len(claim) >= max {
+			break
+		}
+		free := e.exempt(k)
+		if e.Ready != nil && !free && e.Ready() != nil {
+			if e.ReadyExempt == nil {
+				res.Deferred = len(keys) - i
+				break
+			}
+			// Exempt rows further on may still run.
+			res.Deferred++
+			continue
+		}
+		claim = append(claim, k)
+	}
+	if len(claim) == 0 {
+		return res, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	claimed, err := e.Store.ClaimMany(claim, now)
+	if err != nil {
+		return res, err
+	}
+	var rows []capture.Row
+	for _, c := range claimed {
+		if c.Stale != "" {
+			res.Stale++
+			res.Done = append(res.Done, Done{Row: c.Row, Fenced: c.Stale})
+			continue
+		}
+		rows = append(rows, c.Row)
+	}
+	res.Claimed = len(rows)
+	for _, row := range rows {
+		if e.AfterClaim != nil {
+			if err := e.AfterClaim(row); err != nil {
+				return res, err
+			}
+		}
+	}
+	outs := e.callAll(ctx, rows)
+	for _, row := range rows {
+		if e.AfterCall != nil {
+			if err := e.AfterCall(row); err != nil {
+				return res, err
+			}
+		}
+	}
+	done := make([]store.Completion, len(rows))
+	for i, row := range rows {
+		done[i] = store.Completion{Key: row.IdempotencyKey, Outcome: outs[i]}
+	}
+	if err := e.Store.CompleteMany(done, now); err != nil {
+		return res, err
+	}
+	for i, row := range rows {
+		row.Observed = outs[i].Observed
+		if outs[i].Err != nil {
+			res.Failed++
+		} else {
+			res.Succeeded++
+		}
+		res.Done = append(res.Done, Done{Row: row, Err: outs[i].Err})
+	}
+	return res, nil
+}
+
+// runEach is Run one row at a time: claim, call, record. Without a
+// Batcher there is nothing to carry together, and a crash between two
+// rows leaves only the one it interrupted running.
+func (e *Executor) runEach(ctx context.Context, now time.Time, max int, keys []string) (Result, error) {
+	var res Result
 	for i, k := range keys {
 		if max > 0 && res.Claimed >= max {
 			break
@@ -138,6 +244,152 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 		res.Done = append(res.Done, Done{Row: row, Err: out.Err})
 	}
 	return res, nil
+}
+
+// batching says whether any provider batches.
+func (e *Executor) batching() bool {
+	for _, p := range e.Providers {
+		if _, ok := p.(Batcher); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// group is the rows one call carries.
+type group struct {
+	kind     capture.Kind
+	provider string
+	target   string
+	flag     bool // reassign for an assign
+	rows     []int
+}
+
+// groupKey says which group a row joins; ok is false for rows called one
+// by one.
+func (e *Executor) groupKey(row *capture.Row) (g group, ok bool) {
+	p := e.Providers[row.Provider]
+	_, batches := p.(Batcher)
+	g = group{kind: row.Kind, provider: row.Provider, target: row.Target}
+	switch row.Kind {
+	case capture.Assign:
+		g.flag = row.Params[capture.ParamAllowReassignment] == "true"
+		return g, batches
+	case capture.Unassign:
+		return g, batches
+	case capture.EnableForwarding, capture.DisableForwarding:
+		// Forwarding is a NIC's setting: one call sets it for every
+		// address the rows name.
+		return g, p != nil
+	}
+	return g, false
+}
+
+// callAll makes the provider calls for rows and returns their outcomes,
+// in the order of rows.
+func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outcome {
+	outs := make([]store.Outcome, len(rows))
+	// Ready once more, right before the calls.
+	var notReady error
+	if e.Ready != nil {
+		if err := e.Ready(); err != nil {
+			notReady = fmt.Errorf("not called: %w", err)
+		}
+	}
+	type gk struct {
+		kind             capture.Kind
+		provider, target string
+		flag             bool
+	}
+	groups := map[gk]*group{}
+	var order []any // *group or a row index
+	for i := range rows {
+		if notReady != nil && !(e.ReadyExempt != nil && e.ReadyExempt(rows[i].Kind)) {
+			outs[i].Err = notReady
+			continue
+		}
+		g, ok := e.groupKey(&rows[i])
+		if !ok {
+			order = append(order, i)
+			continue
+		}
+		k := gk{g.kind, g.provider, g.target, g.flag}
+		if groups[k] == nil {
+			groups[k] = &g
+			order = append(order, &g)
+		}
+		groups[k].rows = append(groups[k].rows, i)
+	}
+	for _, o := range order {
+		switch o := o.(type) {
+		case int:
+			outs[o] = e.call(ctx, &rows[o])
+		case *group:
+			for start := 0; start < len(o.rows); start += MaxBatch {
+				e.callGroup(ctx, o, o.rows[start:min(start+MaxBatch, len(o.rows))], rows, outs)
+			}
+		}
+	}
+	return outs
+}
+
+// callGroup makes one call for the rows at idx, all of group g, and
+// observes them.
+func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []capture.Row, outs []store.Outcome) {
+	p := e.Providers[g.provider]
+	if len(idx) == 1 && g.kind != capture.EnableForwarding && g.kind != capture.DisableForwarding {
+		outs[idx[0]] = e.call(ctx, &rows[idx[0]])
+		return
+	}
+	reqs := make([]provider.Request, len(idx))
+	for j, i := range idx {
+		r := &rows[i]
+		reqs[j] = provider.Request{NIC: r.Target, Address: r.Address, Epoch: r.Epoch, IdempotencyKey: r.IdempotencyKey}
+	}
+	var err error
+	switch g.kind {
+	case capture.Assign:
+		err = p.(Batcher).AssignMany(ctx, g.target, reqs, g.flag)
+	case capture.Unassign:
+		err = p.(Batcher).UnassignMany(ctx, g.target, reqs)
+	case capture.EnableForwarding, capture.DisableForwarding:
+		// The NIC's setting, once, under the first row's token.
+		err = p.SetForwarding(ctx, reqs[0], g.kind == capture.EnableForwarding)
+	}
+	obs := e.observeAll(ctx, p, rows, idx)
+	for j, i := range idx {
+		outs[i] = store.Outcome{Err: err, Observed: obs[j]}
+	}
+}
+
+// observeAll describes the rows' addresses after a call: in one call when
+// the provider batches.
+func (e *Executor) observeAll(ctx context.Context, p provider.Provider, rows []capture.Row, idx []int) []string {
+	out := make([]string, len(idx))
+	b, ok := p.(Batcher)
+	if !ok {
+		for j, i := range idx {
+			out[j] = observe(ctx, p, &rows[i])
+		}
+		return out
+	}
+	addrs := make([]netip.Addr, len(idx))
+	for j, i := range idx {
+		addrs[j] = rows[i].Address
+	}
+	all, err := b.DescribeMany(ctx, addrs)
+	for j, a := range addrs {
+		o, ok := all[a]
+		switch {
+		case err != nil:
+			out[j] = "describe failed: " + err.Error()
+		case !ok || o.NIC == "":
+			out[j] = "unassigned"
+		default:
+			out[j] = fmt.Sprintf("on %s, forwarding %v", o.NIC, o.Forwarding)
+		}
+	}
+	return out
 }
 
 // call makes the provider call for a row and observes the result.

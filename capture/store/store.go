@@ -627,31 +627,9 @@ func (s *Store) Approved() ([]string, error) {
 func (s *Store) Claim(key string, now time.Time) (capture.Row, error) {
 	var row capture.Row
 	var stale string
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		r := s.rowTx(tx)
-		var err error
-		if row, err = r.mustGet(key); err != nil {
-			return err
-		}
-		if row.State != capture.Approved {
-			return fmt.Errorf("row %s is %s, not approved", key, row.State)
-		}
-		if stale, err = r.stale(&row.Action); err != nil {
-			return err
-		}
-		if stale != "" {
-			row.State, row.Reason, row.DoneAt = capture.Skipped, "stale at execute: "+stale, now.UnixNano()
-			return r.put(&row, capture.Approved)
-		}
-		row.State, row.ClaimedAt = capture.Running, now.UnixNano()
-		row.Attempts++
-		if err := r.put(&row, capture.Approved); err != nil {
-			return err
-		}
-		if row.Kind == capture.Assign || row.Kind == capture.ProxyARPStart {
-			return maybeHeld(tx, &row)
-		}
-		return nil
+	err := s.db.Update(func(tx *bolt.Tx) (err error) {
+		row, stale, err = s.claimTx(tx, key, now)
+		return err
 	})
 	if err != nil {
 		return capture.Row{}, err
@@ -660,6 +638,70 @@ func (s *Store) Claim(key string, now time.Time) (capture.Row, error) {
 		return row, fmt.Errorf("%w: %s", ErrStale, stale)
 	}
 	return row, nil
+}
+
+// Claimed is the outcome of one key of ClaimMany: the row, running, or
+// skipped with the gate's reason in Stale.
+type Claimed struct {
+	Row   capture.Row
+	Stale string
+}
+
+// ClaimMany claims approved rows as Claim does, all in one transaction
+// (one fsync for the batch), each gated against the epochs as the
+// transaction sees them. A key whose row is not approved any more is left
+// out; any other error aborts the whole batch, which then claims nothing.
+func (s *Store) ClaimMany(keys []string, now time.Time) ([]Claimed, error) {
+	var out []Claimed
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		out = out[:0]
+		for _, k := range keys {
+			row, stale, err := s.claimTx(tx, k, now)
+			if errors.Is(err, errNotApproved) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, Claimed{Row: row, Stale: stale})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// errNotApproved: the row to claim is in another state.
+var errNotApproved = errors.New("not approved")
+
+// claimTx is Claim inside a transaction; stale is the gate's reason when
+// it skipped the row.
+func (s *Store) claimTx(tx *bolt.Tx, key string, now time.Time) (row capture.Row, stale string, err error) {
+	r := s.rowTx(tx)
+	if row, err = r.mustGet(key); err != nil {
+		return row, "", err
+	}
+	if row.State != capture.Approved {
+		return row, "", fmt.Errorf("row %s is %s, %w", key, row.State, errNotApproved)
+	}
+	if stale, err = r.stale(&row.Action); err != nil {
+		return row, "", err
+	}
+	if stale != "" {
+		row.State, row.Reason, row.DoneAt = capture.Skipped, "stale at execute: "+stale, now.UnixNano()
+		return row, stale, r.put(&row, capture.Approved)
+	}
+	row.State, row.ClaimedAt = capture.Running, now.UnixNano()
+	row.Attempts++
+	if err := r.put(&row, capture.Approved); err != nil {
+		return row, "", err
+	}
+	if row.Kind == capture.Assign || row.Kind == capture.ProxyARPStart {
+		return row, "", maybeHeld(tx, &row)
+	}
+	return row, "", nil
 }
 
 // maybeHeld records, before an acquire's provider call, that the node may
@@ -696,52 +738,76 @@ type Outcome struct {
 // and removes the row's marker, in the same transaction. A failed acquire
 // leaves the capture recorded as maybe held: the call may have taken effect.
 func (s *Store) Complete(key string, out Outcome, now time.Time) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return s.completeTx(tx, key, out, now) })
+}
+
+// Completion is one row's outcome for CompleteMany.
+type Completion struct {
+	Key     string
+	Outcome Outcome
+}
+
+// CompleteMany records outcomes as Complete does, in one transaction, in
+// order.
+func (s *Store) CompleteMany(done []Completion, now time.Time) error {
+	if len(done) == 0 {
+		return nil
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
-		r := s.rowTx(tx)
-		row, err := r.mustGet(key)
-		if err != nil {
-			return err
-		}
-		if row.State != capture.Running {
-			return fmt.Errorf("row %s is %s, not running", key, row.State)
-		}
-		row.DoneAt, row.Observed = now.UnixNano(), out.Observed
-		if out.Err != nil {
-			row.State, row.Reason = capture.Failed, out.Err.Error()
-			return r.put(&row, capture.Running)
-		}
-		row.State, row.Reason = capture.Succeeded, ""
-		if err := r.put(&row, capture.Running); err != nil {
-			return err
-		}
-		held := tx.Bucket(bHeld)
-		hk := keyBytes(row.Key)
-		switch row.Kind {
-		case capture.Assign, capture.ProxyARPStart:
-			h := capture.Held{Key: row.Key, Provider: row.Provider, Target: row.Target, Epoch: row.Epoch, Confirmed: true}
-			if err := held.Put(hk, encodeHeld(h)); err != nil {
+		for _, c := range done {
+			if err := s.completeTx(tx, c.Key, c.Outcome, now); err != nil {
 				return err
 			}
-		case capture.Unassign, capture.ProxyARPStop:
-			if v := held.Get(hk); v != nil {
-				h, err := decodeHeld(row.Key, v)
-				if err != nil {
-					return err
-				}
-				// A release of another target (an older NIC) does not
-				// end the capture on the current one.
-				if h.Target == row.Target {
-					if err := held.Delete(hk); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if !row.Kind.Acquire() {
-			return tx.Bucket(bMarkers).Delete([]byte(key))
 		}
 		return nil
 	})
+}
+
+func (s *Store) completeTx(tx *bolt.Tx, key string, out Outcome, now time.Time) error {
+	r := s.rowTx(tx)
+	row, err := r.mustGet(key)
+	if err != nil {
+		return err
+	}
+	if row.State != capture.Running {
+		return fmt.Errorf("row %s is %s, not running", key, row.State)
+	}
+	row.DoneAt, row.Observed = now.UnixNano(), out.Observed
+	if out.Err != nil {
+		row.State, row.Reason = capture.Failed, out.Err.Error()
+		return r.put(&row, capture.Running)
+	}
+	row.State, row.Reason = capture.Succeeded, ""
+	if err := r.put(&row, capture.Running); err != nil {
+		return err
+	}
+	held := tx.Bucket(bHeld)
+	hk := keyBytes(row.Key)
+	switch row.Kind {
+	case capture.Assign, capture.ProxyARPStart:
+		h := capture.Held{Key: row.Key, Provider: row.Provider, Target: row.Target, Epoch: row.Epoch, Confirmed: true}
+		if err := held.Put(hk, encodeHeld(h)); err != nil {
+			return err
+		}
+	case capture.Unassign, capture.ProxyARPStop:
+		if v := held.Get(hk); v != nil {
+			h, err := decodeHeld(row.Key, v)
+			if err != nil {
+				return err
+			}
+			// A release of another target (an older NIC) does not
+			// end the capture on the current one.
+			if h.Target == row.Target {
+				if err := held.Delete(hk); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !row.Kind.Acquire() {
+		return tx.Bucket(bMarkers).Delete([]byte(key))
+	}
+	return nil
 }
 
 // Requeue sends rows that have been running longer than timeout back to
