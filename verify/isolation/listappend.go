@@ -88,7 +88,6 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 		vs.unobserved[k] = slices.Compact(vs.unobserved[k])
 	}
 
-	p.ownOrder(an, vs)
 
 	var es []edge
 	// ww: consecutive versions of a key, and dirty updates: a committed
@@ -134,6 +133,9 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 		last int64 // the read's last element, or nilVal for []
 	}
 	lost := map[lostKey][]int32{}
+	// future marks (key, transaction) pairs with a future read, whose
+	// misplaced own append ownOrder would only restate.
+	future := map[kv]bool{}
 	for t := range p.txns {
 		tx := &p.txns[t]
 		if tx.typ != history.OK {
@@ -149,6 +151,7 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			own      []int64
 			readV    lostKey
 			wrote    bool
+			mine     []int64 // every append to the key so far
 		}
 		st := map[int32]*state{}
 		// ownAt is where this transaction appends each of its values: a
@@ -174,6 +177,7 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			m := &tx.mops[i]
 			s := get(m.key)
 			if m.kind == mAppend {
+				s.mine = append(s.mine, m.val)
 				if s.seen {
 					s.expected = append(s.expected, m.val)
 				} else {
@@ -197,6 +201,7 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 				an.addf(p, "future-read", []int32{ti},
 					"%s read key %s as %s, which holds %s, an element %s appends only later in the same transaction",
 					p.name(ti), p.in.showKey(m.key), p.showList(read), p.in.showVal(v), p.name(ti))
+				future[kv{m.key, int64(ti)}] = true
 				if !s.seen {
 					ext := read
 					s.seen, s.expected = true, slices.Clone(read)
@@ -211,6 +216,10 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 					an.addf(p, "internal", []int32{ti},
 						"%s read key %s as %s, but its own earlier read and appends mean it must have seen %s",
 						p.name(ti), p.in.showKey(m.key), p.showList(read), p.showList(s.expected))
+					// Still an observation of the key, as Elle takes
+					// every read: what others wrote in it precedes this
+					// transaction, and what it misses follows.
+					es = p.readEdges(es, ti, m.key, stripOwn(read, s.mine), vs)
 				}
 				s.expected = slices.Clone(read)
 				continue
@@ -224,6 +233,7 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 						"%s appended %s to key %s, then read it as %s, which does not end with those appends",
 						p.name(ti), p.showList(s.own), p.in.showKey(m.key), p.showList(read))
 					s.seen, s.expected = true, slices.Clone(read)
+					es = p.readEdges(es, ti, m.key, stripOwn(read, s.mine), vs)
 					continue
 				}
 				ext = read[:len(read)-n]
@@ -236,6 +246,7 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			es = p.readEdges(es, ti, m.key, ext, vs)
 		}
 	}
+	p.ownOrder(an, vs, future)
 	lostKeys := make([]lostKey, 0, len(lost))
 	for lk, txns := range lost {
 		if len(txns) >= 2 {
@@ -351,7 +362,7 @@ func (p *parsed) readEdges(es []edge, t int32, k int32, ext []int64, vs *version
 // dependency of the transaction on itself, a one-step G0 cycle (the graph
 // keeps no self edges, so no search would find it), as a future read is a
 // one-step G1c.
-func (p *parsed) ownOrder(an *anomalies, vs *versions) {
+func (p *parsed) ownOrder(an *anomalies, vs *versions, future map[kv]bool) {
 	for t := range p.txns {
 		tx := &p.txns[t]
 		if !tx.inGraph() {
@@ -366,7 +377,7 @@ func (p *parsed) ownOrder(an *anomalies, vs *versions) {
 		reported := map[int32]bool{}
 		for i := range tx.mops {
 			m := &tx.mops[i]
-			if m.kind != mAppend || reported[m.key] {
+			if m.kind != mAppend || reported[m.key] || future[kv{m.key, int64(ti)}] {
 				continue
 			}
 			pos, ok := vs.pos[kv{m.key, m.val}]
@@ -388,6 +399,16 @@ func (p *parsed) ownOrder(an *anomalies, vs *versions) {
 			prev[m.key] = seen{pos, m.val}
 		}
 	}
+}
+
+// stripOwn drops a read's trailing elements that are the transaction's
+// own appends (mine), leaving what others wrote in it.
+func stripOwn(read, mine []int64) []int64 {
+	n := len(read)
+	for n > 0 && slices.Contains(mine, read[n-1]) {
+		n--
+	}
+	return read[:n]
 }
 
 // futureElement returns an element of a read at mop index i of key k

@@ -65,9 +65,21 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 				continue
 			}
 			if want, ok := known[m.key]; ok {
-				if m.val != want {
+				if m.val != want && writesLater(tx, i, m.key, m.val) {
+					an.addf(p, "future-read", []int32{ti}, "%s read key %s = %s, a value %s writes only later in the same transaction",
+						p.name(ti), p.in.showKey(m.key), p.in.showVal(m.val), p.name(ti))
+				} else if m.val != want {
 					an.addf(p, "internal", []int32{ti}, "%s read key %s = %s, but its own earlier read or write means it must have seen %s",
 						p.name(ti), p.in.showKey(m.key), p.in.showVal(m.val), p.in.showVal(want))
+					// Still a read of the database, as Elle takes every
+					// read: of an aborted or intermediate write, or of
+					// one that precedes this transaction.
+					if w, ok := vs.writer[kv{m.key, m.val}]; !ok || w != ti {
+						p.checkRegisterRead(an, ti, m, vs, intermediate)
+						if ok && !intermediate[kv{m.key, m.val}] {
+							es = append(es, edge{w, ti, wr})
+						}
+					}
 				}
 				continue
 			}
