@@ -88,7 +88,6 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 		vs.unobserved[k] = slices.Compact(vs.unobserved[k])
 	}
 
-
 	var es []edge
 	// ww: consecutive versions of a key, and dirty updates: a committed
 	// append after an aborted one in a key's history.
