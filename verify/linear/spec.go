@@ -90,7 +90,11 @@ type Describer interface {
 
 // Op is one operation of a partition: the positions of its invoke and its
 // completion in the history's event order. Return < 0 means the operation is
-// pending: it may take effect at any point after Call, or never.
+// pending: it may take effect at any point after Call, or never. Pending
+// means what history.Op.Pending means, an info completion as much as none:
+// build Ops from history operations with model.Interval, which gives an
+// info operation Return -1 (its completion's position would make it one
+// that certainly took effect by then).
 type Op struct {
 	Call, Return int
 	// ID is the caller's name for the operation (an index into its list of

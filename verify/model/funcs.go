@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
@@ -215,9 +216,22 @@ type funcsSpec[S any] struct {
 
 	states []S
 	ids    map[any]linear.State
+	bytes  int64 // the intern table's memory, estimated
 }
 
 func (s *funcsSpec[S]) Err() error { return s.errs.get() }
+
+// Bytes estimates the memory the interned states hold, which the checker
+// charges to its memory bound (linear.Growing): a state that grows as the
+// search goes (a queue, a set) may take more than the search's own
+// tables. It counts each state's own size and its key, not what a
+// state's pointers, slices or maps refer to.
+func (s *funcsSpec[S]) Bytes() int64 { return s.bytes }
+
+// charge adds one interned state, with a key of n bytes, to Bytes.
+func (s *funcsSpec[S]) charge(st S, n int) {
+	s.bytes += linear.InternCost(n) + int64(unsafe.Sizeof(st))
+}
 
 // intern returns st's State, adding it when new.
 func (s *funcsSpec[S]) intern(st S) (linear.State, bool) {
@@ -234,6 +248,7 @@ func (s *funcsSpec[S]) intern(st S) (linear.State, bool) {
 			}
 		}
 		s.states = append(s.states, st)
+		s.charge(st, 0)
 		return linear.State(len(s.states) - 1), true
 	}
 	k, err := s.key(st)
@@ -247,6 +262,11 @@ func (s *funcsSpec[S]) intern(st S) (linear.State, bool) {
 	id := linear.State(len(s.states))
 	s.ids[k] = id
 	s.states = append(s.states, st)
+	n := 8
+	if ks, ok := k.(string); ok {
+		n = len(ks)
+	}
+	s.charge(st, n)
 	return id, true
 }
 

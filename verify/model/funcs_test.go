@@ -322,3 +322,41 @@ func TestFuncsAgreeWithBruteForce(t *testing.T) {
 		})
 	}
 }
+
+// A Funcs model's states count against the checker's memory bound
+// (linear.Growing): each new state adds to Bytes, a state seen before
+// does not.
+func TestFuncsStatesAreCharged(t *testing.T) {
+	events := []history.Event{
+		{Index: 0, Process: 0, Type: history.Invoke, F: "enqueue", Value: int64(1)},
+		{Index: 1, Process: 0, Type: history.OK, F: "enqueue", Value: int64(1)},
+		{Index: 2, Process: 0, Type: history.Invoke, F: "enqueue", Value: int64(2)},
+		{Index: 3, Process: 0, Type: history.OK, F: "enqueue", Value: int64(2)},
+	}
+	ops, _, err := history.Pair(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := queueFuncs.Model().Compile(ops, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := parts[0].Spec
+	g, ok := spec.(linear.Growing)
+	if !ok {
+		t.Fatal("a Funcs spec is not linear.Growing")
+	}
+	s0 := spec.Init()
+	b0 := g.Bytes()
+	s1, _ := spec.Step(s0, 0)
+	b1 := g.Bytes()
+	s1again, _ := spec.Step(s0, 0)
+	s2, _ := spec.Step(s1, 1)
+	b2 := g.Bytes()
+	if b0 <= 0 || b1 <= b0 || s1again != s1 || b2 <= b1 || s2 == s1 {
+		t.Fatalf("bytes %d, %d, %d; states %d %d %d %d", b0, b1, b2, s0, s1, s1again, s2)
+	}
+	if _, _ = spec.Step(s0, 0); g.Bytes() != b2 {
+		t.Fatalf("a state seen before was charged again: %d, then %d", b2, g.Bytes())
+	}
+}
