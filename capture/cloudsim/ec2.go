@@ -28,9 +28,13 @@ const xmlNamespace = "http://ec2.amazonaws.com/doc/" + APIVersion + "/"
 // EC2's: a real cloud ignores them, and the AWS driver sends them so that
 // the record can tell a stale action from a current one.
 const (
-	// HeaderEpoch carries the action's captureEpoch in decimal.
+	// HeaderEpoch carries the action's captureEpoch in decimal. A call
+	// carrying several addresses, one action each, may give a
+	// comma-separated list instead, one epoch per PrivateIpAddress.N in
+	// index order; each address's mutation is then recorded with its own.
 	HeaderEpoch = "X-Ipfence-Epoch"
-	// HeaderIdempotencyKey carries the action's idempotency key.
+	// HeaderIdempotencyKey carries the action's idempotency key, or a
+	// comma-separated list of them as HeaderEpoch does.
 	HeaderIdempotencyKey = "X-Ipfence-Idempotency-Key"
 	// HeaderAddress carries the address a ModifyNetworkInterfaceAttribute
 	// call is made for, which EC2's parameters do not name: it is
@@ -430,20 +434,30 @@ func decodeStamp(h http.Header) (stamp, *apiError) {
 		if len(vs) != 1 {
 			return st, errInvalid(HeaderEpoch, strings.Join(vs, ","), "Send the header once.")
 		}
-		n, err := strconv.ParseUint(vs[0], 10, 64)
-		if err != nil {
-			return st, errInvalid(HeaderEpoch, vs[0], "It must be a decimal epoch.")
+		for i, v := range strings.Split(vs[0], ",") {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return st, errInvalid(HeaderEpoch, vs[0], "It must be a decimal epoch, or a comma-separated list of them.")
+			}
+			if i == 0 {
+				st.epoch = capture.Epoch(n)
+			}
+			st.epochs = append(st.epochs, capture.Epoch(n))
 		}
-		st.epoch = capture.Epoch(n)
 	}
 	if vs, ok := h[HeaderIdempotencyKey]; ok {
 		if len(vs) != 1 {
 			return st, errInvalid(HeaderIdempotencyKey, strings.Join(vs, ","), "Send the header once.")
 		}
-		if len(vs[0]) > maxIdempotencyKey {
-			return st, errInvalid(HeaderIdempotencyKey, vs[0], fmt.Sprintf("It is longer than %d bytes.", maxIdempotencyKey))
+		for i, v := range strings.Split(vs[0], ",") {
+			if len(v) > maxIdempotencyKey {
+				return st, errInvalid(HeaderIdempotencyKey, v, fmt.Sprintf("It is longer than %d bytes.", maxIdempotencyKey))
+			}
+			if i == 0 {
+				st.key = v
+			}
+			st.keys = append(st.keys, v)
 		}
-		st.key = vs[0]
 	}
 	if vs, ok := h[HeaderAddress]; ok {
 		if len(vs) != 1 {
@@ -685,6 +699,12 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, id string, q query
 	}
 	if q.dryRun {
 		return errDryRun
+	}
+	if n := len(q.addrs); (q.action == actAssign || q.action == actUnassign) && ((len(st.epochs) > 1 && len(st.epochs) != n) || (len(st.keys) > 1 && len(st.keys) != n)) {
+		return errInvalid(HeaderEpoch, fmt.Sprintf("%d epochs, %d keys", len(st.epochs), len(st.keys)), fmt.Sprintf("Give one epoch and one key, or one of each per address (%d).", n))
+	}
+	if q.action != actAssign && q.action != actUnassign && (len(st.epochs) > 1 || len(st.keys) > 1) {
+		return errInvalid(HeaderEpoch, "a list", "Only calls naming several addresses take lists.")
 	}
 	switch q.action {
 	case actAssign:

@@ -534,3 +534,48 @@ func TestConcurrentReassign(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchStampsPerAddress: one AssignPrivateIpAddresses or
+// UnassignPrivateIpAddresses call carrying several actions records each
+// address's mutation with its own epoch and idempotency key, from the
+// comma-separated headers; lists that do not match the addresses are
+// refused and change nothing.
+func TestBatchStampsPerAddress(t *testing.T) {
+	e := newEnv(t, Config{})
+	a, b, c := netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.8"), netip.MustParseAddr("10.0.0.9")
+	_, err := e.ec2.AssignPrivateIpAddresses(e.t.Context(), &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String("eni-a"), PrivateIpAddresses: strs([]netip.Addr{a, b, c}),
+	}, headers("4,5,6", "ka,kb,kc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.ec2.UnassignPrivateIpAddresses(e.t.Context(), &ec2.UnassignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String("eni-a"), PrivateIpAddresses: strs([]netip.Addr{c, a}),
+	}, headers("7,8", "uc,ua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range e.s.Mutations() {
+		got = append(got, fmt.Sprintf("%s %s %d %s", m.Call, m.Address, m.Epoch, m.IdempotencyKey))
+	}
+	want := []string{
+		"assign-secondary-ip 10.0.0.7 4 ka", "assign-secondary-ip 10.0.0.8 5 kb", "assign-secondary-ip 10.0.0.9 6 kc",
+		"unassign-secondary-ip 10.0.0.9 7 uc", "unassign-secondary-ip 10.0.0.7 8 ua",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("mutations:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	before := fingerprint(t, e.s)
+	_, err = e.ec2.AssignPrivateIpAddresses(e.t.Context(), &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String("eni-b"), PrivateIpAddresses: strs([]netip.Addr{a, c}), AllowReassignment: aws.Bool(true),
+	}, headers("9,10,11", "x,y,z"))
+	expectAPIError(t, err, http.StatusBadRequest, "InvalidParameterValue", "")
+	_, err = e.ec2.ModifyNetworkInterfaceAttribute(e.t.Context(), &ec2.ModifyNetworkInterfaceAttributeInput{
+		NetworkInterfaceId: aws.String("eni-a"), SourceDestCheck: &types.AttributeBooleanValue{Value: aws.Bool(false)},
+	}, headers("9,10", "x,y"))
+	expectAPIError(t, err, http.StatusBadRequest, "InvalidParameterValue", "")
+	if after := fingerprint(t, e.s); after != before {
+		t.Fatalf("refused calls changed the simulator:\n%s\n%s", before, after)
+	}
+}

@@ -261,6 +261,22 @@ type stamp struct {
 	epoch capture.Epoch
 	key   string
 	addr  netip.Addr
+	// epochs and keys are the lists of a call with one action per
+	// address (HeaderEpoch); a single value applies to every address.
+	epochs []capture.Epoch
+	keys   []string
+}
+
+// at is the stamp of a call's i-th address.
+func (st stamp) at(i int) stamp {
+	one := stamp{epoch: st.epoch, key: st.key, addr: st.addr}
+	if len(st.epochs) > 1 && i < len(st.epochs) {
+		one.epoch = st.epochs[i]
+	}
+	if len(st.keys) > 1 && i < len(st.keys) {
+		one.key = st.keys[i]
+	}
+	return one
 }
 
 func (m *model) request(nic string, a netip.Addr, st stamp) provider.Request {
@@ -296,7 +312,8 @@ func (m *model) assign(nic string, addrs []netip.Addr, reassign bool, st stamp) 
 		return &refusal{reason: reasonUnknownNIC, nic: nic}
 	}
 	todo := make([]netip.Addr, 0, len(addrs))
-	for _, a := range addrs {
+	at := make([]int, 0, len(addrs))
+	for j, a := range addrs {
 		if r := m.usable(nic, a); r != nil {
 			return r
 		}
@@ -311,9 +328,10 @@ func (m *model) assign(nic string, addrs []netip.Addr, reassign bool, st stamp) 
 			return &refusal{reason: reasonInUse, nic: nic, addr: a, other: h}
 		}
 		todo = append(todo, a)
+		at = append(at, j)
 	}
-	for _, a := range todo {
-		if err := m.p.Assign(bgctx, m.request(nic, a, st), reassign); err != nil {
+	for j, a := range todo {
+		if err := m.p.Assign(bgctx, m.request(nic, a, st.at(at[j])), reassign); err != nil {
 			// The checks above are the provider's own, against the
 			// same frozen instant; reaching this is a bug.
 			return fmt.Errorf("cloudsim: assign %s to %s after the checks passed: %w", a, nic, err)
@@ -338,8 +356,8 @@ func (m *model) unassign(nic string, addrs []netip.Addr, st stamp) error {
 			return &refusal{reason: reasonNotAssigned, nic: nic, addr: a}
 		}
 	}
-	for _, a := range addrs {
-		if err := m.p.Unassign(bgctx, m.request(nic, a, st)); err != nil {
+	for j, a := range addrs {
+		if err := m.p.Unassign(bgctx, m.request(nic, a, st.at(j))); err != nil {
 			return fmt.Errorf("cloudsim: unassign %s from %s after the checks passed: %w", a, nic, err)
 		}
 	}
