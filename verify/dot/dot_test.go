@@ -131,7 +131,12 @@ func TestSVG(t *testing.T) {
 	if got := strings.Join(texts(t, svg), "|"); got != "self|</text><script>x</script>" {
 		t.Errorf("texts = %q", got)
 	}
-	// Long labels are cut, and so are labels of many lines.
+	// An edge's explanation wraps at spaces.
+	if got := lines("rw: T3731 read key 77 as [], which does not contain T3710's append of 1", 44); strings.Join(got, "|") !=
+		"rw: T3731 read key 77 as [], which does not|contain T3710's append of 1" {
+		t.Errorf("texts = %q", got)
+	}
+	// Long labels wrap; labels of many lines are cut.
 	g, err = Parse([]byte(`digraph { a [label="` + strings.Repeat("x", 100) + `"]; b [label="1
 2
 3
@@ -145,7 +150,7 @@ func TestSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = strings.Join(texts(t, g.SVG()), "|")
-	if want := strings.Repeat("x", maxCols-1) + "…|1|2|3|4|5|6|7|…"; got != want {
+	if want := strings.Repeat("x", maxCols) + "|" + strings.Repeat("x", 100-maxCols) + "|1|2|3|4|5|6|7|…"; got != want {
 		t.Errorf("cut labels = %q, want %q", got, want)
 	}
 }

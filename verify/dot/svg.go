@@ -45,19 +45,34 @@ func esc(s string) string {
 	return html.EscapeString(s)
 }
 
-// lines splits a label into the lines drawn, each cut to maxCols.
+// lines splits a label into the lines drawn: at its line breaks, and
+// long lines wrapped at spaces (or anywhere, in a word longer than a
+// line) to cols characters; past maxLines the last line drawn is "…".
 func lines(label string, cols int) []string {
 	label = strings.ReplaceAll(strings.ReplaceAll(label, `\l`, "\n"), `\r`, "\n")
-	ls := strings.Split(strings.TrimRight(label, "\n"), "\n")
-	if len(ls) > maxLines {
-		ls = append(ls[:maxLines-1], "…")
-	}
-	for i, l := range ls {
-		if r := []rune(l); len(r) > cols {
-			ls[i] = string(r[:cols-1]) + "…"
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(label, "\n"), "\n") {
+		r := []rune(l)
+		for len(r) > cols {
+			cut := cols
+			for k := cols; k > cols/2; k-- {
+				if r[k] == ' ' {
+					cut = k
+					break
+				}
+			}
+			out = append(out, string(r[:cut]))
+			r = r[cut:]
+			if len(r) > 0 && r[0] == ' ' {
+				r = r[1:]
+			}
 		}
+		out = append(out, string(r))
 	}
-	return ls
+	if len(out) > maxLines {
+		out = append(out[:maxLines-1], "…")
+	}
+	return out
 }
 
 type point struct{ x, y float64 }
@@ -185,7 +200,7 @@ func (g *Graph) SVG() string {
 		if label := e.Attrs["label"]; label != "" {
 			// The label sits beside the curve on the side it bends to,
 			// anchored so that it grows away from the curve.
-			ls := lines(label, 40)
+			ls := lines(label, 44)
 			at := point{mid.x + normal.x*8, mid.y + normal.y*8}
 			w := 0.0
 			for _, line := range ls {
