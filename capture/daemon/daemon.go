@@ -53,6 +53,12 @@ type Options struct {
 	Listener net.Listener
 	// Limits bound the API server's clients; zero fields take defaults.
 	Limits Limits
+	// RejoinFrom and EpochFloor are an operator's way back when a
+	// majority of the cluster lost its state (README, ipfence serve): the
+	// node syncs once the named peers answered, and takes no epoch at or
+	// below EpochFloor (the highest the provider's history shows).
+	RejoinFrom []string
+	EpochFloor capture.Epoch
 }
 
 // Daemon is one node.
@@ -137,7 +143,7 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		Client: client, Clock: d.now, Heartbeat: cfg.Timing.HeartbeatInterval,
 		Timing: federation.Timing{TTL: cfg.Timing.HeartbeatTTL, PromotionHold: cfg.Timing.PromotionHold},
 		Logger: d.log, OnChange: func() { d.wake.Publish(struct{}{}) },
-		Keys: configuredKeys(cfg), RequireSender: true,
+		Keys: configuredKeys(cfg), RequireSender: true, RejoinFrom: opts.RejoinFrom,
 	})
 	if err != nil {
 		d.st.Close()
@@ -445,6 +451,19 @@ func (d *Daemon) ready() func() error {
 func (d *Daemon) seen() map[capture.Key]capture.EpochRecord {
 	var out map[capture.Key]capture.EpochRecord
 	d.fed.View(func(s *federation.State) { out = s.Epochs() })
+	if f := d.opts.EpochFloor; f > 0 {
+		// Every key of this node's lines starts above the floor: the
+		// first move takes floor + 1 at least.
+		for _, p := range d.cfg.Pools {
+			dom := p.Domain(d.cfg.Name)
+			for _, a := range p.Addresses {
+				k := capture.Key{Pool: p.Name, Address: a, Domain: dom}
+				if r := out[k]; r.Epoch < f {
+					out[k] = capture.EpochRecord{Epoch: f, Holder: r.Holder}
+				}
+			}
+		}
+	}
 	return out
 }
 

@@ -558,3 +558,76 @@ func TestEmptyLogRefused(t *testing.T) {
 		t.Fatalf("empty log: %v", err)
 	}
 }
+
+// After a majority lost its state an operator may vouch for the peers that
+// kept it: the node syncs once each of them answered synced, fewer than
+// PullQuorum.
+func TestRejoinFrom(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, n := range c.nodes {
+		go n.Run(ctx)
+	}
+	eventually(t, "all sync", func() bool {
+		for _, n := range c.nodes {
+			if ok, _ := n.Synced(); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	// a and c lose their state; b kept it. a cannot sync by itself.
+	if err := c.nodes["a"].MarkUnsynced(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes["c"].MarkUnsynced(); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes["a"].Close()
+	sw := c.srv["a"].Config.Handler.(*handlerSwitch)
+	var peers []Peer
+	for _, p := range []string{"b", "c"} {
+		peers = append(peers, Peer{Name: p, URL: c.srv[p].URL})
+	}
+	// Restarted alone, it pulls both and stays unsynced: one synced peer
+	// of two.
+	alone, err := Open(Config{Node: "a", Peers: peers, Path: filepath.Join(c.dir, "a.db"), Client: &http.Client{Transport: toHeader{cutTransport{c, "a"}, c}},
+		Heartbeat: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxA, stopA := context.WithCancel(ctx)
+	runA := make(chan struct{})
+	go func() { alone.Run(ctxA); close(runA) }()
+	eventually(t, "a pulls b and c", func() bool {
+		alone.mu.Lock()
+		defer alone.mu.Unlock()
+		return len(alone.pulled) == 2
+	})
+	time.Sleep(100 * time.Millisecond)
+	if ok, _ := alone.Synced(); ok {
+		t.Fatal("a synced with one synced peer of two")
+	}
+	stopA()
+	<-runA
+	alone.Close()
+	// Restarted with the operator's word for b.
+	if _, err := Open(Config{Node: "a", Peers: peers, Path: filepath.Join(c.dir, "x.db"), RejoinFrom: []string{"z"}}); err == nil || !strings.Contains(err.Error(), `"z"`) {
+		t.Fatalf("rejoin from a stranger: %v", err)
+	}
+	n, err := Open(Config{Node: "a", Peers: peers, Path: filepath.Join(c.dir, "a.db"), Client: &http.Client{Transport: toHeader{cutTransport{c, "a"}, c}},
+		Heartbeat: 20 * time.Millisecond, RejoinFrom: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	sw.mu.Lock()
+	sw.h = n.Handler()
+	sw.mu.Unlock()
+	if ok, _ := n.Synced(); ok {
+		t.Fatal("synced before pulling")
+	}
+	go n.Run(ctx)
+	eventually(t, "a syncs on b's word", func() bool { ok, _ := n.Synced(); return ok })
+}

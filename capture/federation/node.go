@@ -67,6 +67,11 @@ type Config struct {
 	// certificate's name under mutual TLS, the signed node name under
 	// HMAC. The daemon sets it; tests of the bare protocol do not.
 	RequireSender bool
+	// RejoinFrom names peers an operator vouches for: a node that lost
+	// its state also syncs once every one of them answered its pull
+	// synced, however few they are (when a majority lost its state; see
+	// the README's ipfence serve).
+	RejoinFrom []string
 }
 
 // Path of the federation endpoint on every node.
@@ -303,6 +308,12 @@ func Open(cfg Config) (*Node, error) {
 	n.reserved = n.seq
 	if len(cfg.Peers) == 0 {
 		n.synced = true // nobody to learn from, nobody to disagree with
+	}
+	for _, p := range cfg.RejoinFrom {
+		if _, peer := n.outbox[p]; !peer {
+			db.Close()
+			return nil, fmt.Errorf("rejoin from %q: not a peer of %s", p, cfg.Node)
+		}
 	}
 	return n, nil
 }
@@ -1094,7 +1105,11 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		// peer that saw this very incarnation new at a first start.
 		first := all && synced == 0
 		joined := rec.Synced && rec.Genesis[n.cfg.Node] == n.incarnation
-		if synced >= n.PullQuorum() || first || joined {
+		vouched := len(n.cfg.RejoinFrom) > 0
+		for _, p := range n.cfg.RejoinFrom {
+			vouched = vouched && n.pulled[p]
+		}
+		if synced >= n.PullQuorum() || first || joined || vouched {
 			var genesis []byte
 			if first {
 				genesis, _ = json.Marshal(n.pulledInc)
@@ -1114,7 +1129,7 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 				n.genesis = maps.Clone(n.pulledInc)
 			}
 			n.synced, became = true, true
-			n.log.Info("synced: learned the cluster's records", "from", slices.Sorted(maps.Keys(n.pulled)), "synced_peers", synced, "first_start", first, "joined_first_start", joined)
+			n.log.Info("synced: learned the cluster's records", "from", slices.Sorted(maps.Keys(n.pulled)), "synced_peers", synced, "first_start", first, "joined_first_start", joined, "vouched_by_operator", vouched)
 		}
 	}
 	n.mu.Unlock()

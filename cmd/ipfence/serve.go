@@ -9,8 +9,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
 )
@@ -21,6 +23,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	testEndpoints := fs.Bool("test-endpoints", false, "serve /v1/test/ endpoints that break the node on purpose (clock offset), for the harness; never in production")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "turn the gate into a no-op: the planted bug the harness must catch; never in production")
 	listenFD := fs.Int("listen-fd", 0, "serve on the listening socket inherited as this file descriptor (3 for the first\nof the starting process's extra files) instead of binding the configuration's listen\naddress: whoever starts the node binds the port, so no port is chosen free and lost")
+	rejoin := fs.String("rejoin-from", "", "after a majority of the cluster lost its state: the peers (comma-separated) whose records\nthis node, having lost its own, may act on; see the README's ipfence serve")
+	floor := fs.Uint64("epoch-floor", 0, "after a majority of the cluster lost its state: take no epoch at or below this one\n(the highest the provider's history shows)")
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -65,7 +69,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			return fail("--listen-fd %d: not a listening socket: %v", *listenFD, err)
 		}
 	}
-	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: slog.Default(), TestEndpoints: *testEndpoints, UnsafeDisableFence: *unfenced, Listener: ln})
+	var rejoinFrom []string
+	if *rejoin != "" {
+		rejoinFrom = strings.Split(*rejoin, ",")
+	}
+	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: slog.Default(), TestEndpoints: *testEndpoints, UnsafeDisableFence: *unfenced, Listener: ln,
+		RejoinFrom: rejoinFrom, EpochFloor: capture.Epoch(*floor)})
 	if err != nil {
 		return fail("%v", err)
 	}
