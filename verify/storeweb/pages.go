@@ -71,7 +71,7 @@ th { font-weight: 600; color: #4a5563; }
 .hint { color: #5b6675; }
 pre { background: #f3f5f8; padding: 8px; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
 .fig { font: 12px monospace; color: #4a5563; word-break: break-all; }
-img.plot { max-width: 100%; border: 1px solid #e4e8ee; margin: 4px 0 12px; }
+img.plot { max-width: min(100%, 1000px); border: 1px solid #e4e8ee; margin: 4px 0 12px; }
 figure { margin: 0 0 16px; }
 figcaption { font-size: 12px; color: #4a5563; }
 #filter { font: inherit; padding: 2px 6px; width: 260px; }
