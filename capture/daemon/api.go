@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/auth"
+	"github.com/ipfence/ipfence/capture/executor"
 	"github.com/ipfence/ipfence/capture/federation"
 	"github.com/ipfence/ipfence/capture/placement"
+	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/store"
 )
 
@@ -158,12 +161,25 @@ func (d *Daemon) status(ctx context.Context) (Status, error) {
 			byNIC[m.Target] = m.Node
 		}
 		prov := d.provs[p.Provider]
+		// One describe per batch of addresses where the provider allows,
+		// rather than one per address.
+		var many map[netip.Addr]provider.Observation
+		var manyErr error
+		if b, ok := prov.(executor.Batcher); ok {
+			many, manyErr = b.DescribeMany(ctx, p.Addresses)
+		}
 		for _, a := range p.Addresses {
 			k := capture.Key{Pool: p.Name, Address: a, Domain: p.Domain(d.cfg.Name)}
 			rec := epochs[k]
 			_, here := held[k]
 			as := AddressStatus{Address: a.String(), Pool: p.Name, DesiredHolder: desired[k], Epoch: rec.Epoch, Holder: rec.Holder, HeldHere: here}
-			if prov != nil {
+			if _, batch := prov.(executor.Batcher); batch {
+				if manyErr != nil {
+					as.ProviderError = manyErr.Error()
+				} else {
+					as.ProviderNIC, as.ProviderHolder = many[a].NIC, byNIC[many[a].NIC]
+				}
+			} else if prov != nil {
 				obs, err := prov.Describe(ctx, a)
 				if err != nil {
 					as.ProviderError = err.Error()

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,6 +188,154 @@ func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enable
 		return mapError("ModifyNetworkInterfaceAttribute", err)
 	}
 	return nil
+}
+
+// batchStamp makes a call carrying several actions, each with its own
+// fencing token: the headers carry comma-separated lists, one entry per
+// address in the call's order (the simulator records each address with
+// its own; EC2 ignores them).
+func batchStamp(reqs []provider.Request) func(*ec2.Options) {
+	epochs := make([]string, len(reqs))
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		epochs[i] = strconv.FormatUint(uint64(r.Epoch), 10)
+		keys[i] = r.IdempotencyKey
+	}
+	return func(eo *ec2.Options) {
+		eo.RetryMaxAttempts = 1
+		eo.APIOptions = append(eo.APIOptions,
+			smithyhttp.SetHeaderValue(HeaderEpoch, strings.Join(epochs, ",")),
+			smithyhttp.SetHeaderValue(HeaderIdempotencyKey, strings.Join(keys, ",")))
+	}
+}
+
+func addresses(reqs []provider.Request) []string {
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.Address.String()
+	}
+	return out
+}
+
+// AssignMany puts every address of reqs on nic in one
+// AssignPrivateIpAddresses call, and waits, as Assign does, until each
+// has left the NIC it was on before (or the deadline passes).
+func (d *Driver) AssignMany(ctx context.Context, nic string, reqs []provider.Request, reassign bool) error {
+	if len(reqs) == 1 {
+		return d.Assign(ctx, reqs[0], reassign)
+	}
+	addrs := make([]netip.Addr, len(reqs))
+	for i, r := range reqs {
+		addrs[i] = r.Address
+	}
+	before, err := d.DescribeMany(ctx, addrs)
+	if err != nil {
+		return err
+	}
+	_, err = d.client.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: awssdk.String(nic),
+		PrivateIpAddresses: addresses(reqs),
+		AllowReassignment:  awssdk.Bool(reassign),
+	}, batchStamp(reqs))
+	if err != nil {
+		return mapError("AssignPrivateIpAddresses", err)
+	}
+	var moving []netip.Addr
+	for _, a := range addrs {
+		if before[a].NIC != nic {
+			moving = append(moving, a)
+		}
+	}
+	deadline := time.Now().Add(d.opts.VisibleTimeout)
+	for len(moving) > 0 {
+		now, err := d.DescribeMany(ctx, moving)
+		if err == nil {
+			moving = slices.DeleteFunc(moving, func(a netip.Addr) bool { return now[a].NIC != before[a].NIC })
+		}
+		if len(moving) == 0 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d.opts.PollInterval):
+		}
+	}
+	return nil
+}
+
+// UnassignMany takes every address of reqs off nic in one
+// UnassignPrivateIpAddresses call. EC2 refuses the whole call when one
+// address is not on the NIC; the addresses are then released one by one,
+// each as Unassign does.
+func (d *Driver) UnassignMany(ctx context.Context, nic string, reqs []provider.Request) error {
+	if len(reqs) == 1 {
+		return d.Unassign(ctx, reqs[0])
+	}
+	_, err := d.client.UnassignPrivateIpAddresses(ctx, &ec2.UnassignPrivateIpAddressesInput{
+		NetworkInterfaceId: awssdk.String(nic),
+		PrivateIpAddresses: addresses(reqs),
+	}, batchStamp(reqs))
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "InvalidParameterValue" && strings.Contains(api.ErrorMessage(), notAssigned) {
+		var errs []error
+		for _, r := range reqs {
+			errs = append(errs, d.Unassign(ctx, r))
+		}
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		return mapError("UnassignPrivateIpAddresses", err)
+	}
+	return nil
+}
+
+// describeChunk is how many addresses one DescribeNetworkInterfaces
+// filter names (EC2 takes up to 200 values per filter).
+const describeChunk = 200
+
+// DescribeMany reports where each address is, with one
+// DescribeNetworkInterfaces call (paginated) per 200 addresses rather
+// than one per address.
+func (d *Driver) DescribeMany(ctx context.Context, addrs []netip.Addr) (map[netip.Addr]provider.Observation, error) {
+	out := make(map[netip.Addr]provider.Observation, len(addrs))
+	want := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		out[a] = provider.Observation{Address: a}
+		want[a] = true
+	}
+	for start := 0; start < len(addrs); start += describeChunk {
+		chunk := addrs[start:min(start+describeChunk, len(addrs))]
+		vals := make([]string, len(chunk))
+		for i, a := range chunk {
+			vals[i] = a.String()
+		}
+		pages := ec2.NewDescribeNetworkInterfacesPaginator(d.client, &ec2.DescribeNetworkInterfacesInput{
+			Filters: []types.Filter{{Name: awssdk.String("addresses.private-ip-address"), Values: vals}},
+		})
+		seen := map[netip.Addr]string{}
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, mapError("DescribeNetworkInterfaces", err)
+			}
+			for _, n := range page.NetworkInterfaces {
+				id := awssdk.ToString(n.NetworkInterfaceId)
+				for _, ip := range n.PrivateIpAddresses {
+					a, err := netip.ParseAddr(awssdk.ToString(ip.PrivateIpAddress))
+					if err != nil || !want[a] {
+						continue
+					}
+					if other, dup := seen[a]; dup && other != id {
+						return nil, fmt.Errorf("EC2 reports %s on 2 NICs (%s, %s), which it never should", a, other, id)
+					}
+					seen[a] = id
+					out[a] = provider.Observation{Address: a, NIC: id, Forwarding: !awssdk.ToBool(n.SourceDestCheck)}
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // Describe finds the NIC holding the address (DescribeNetworkInterfaces by

@@ -320,3 +320,64 @@ func BenchmarkAcquireOverhead(b *testing.B) {
 	b.ReportMetric(float64(median-latency)/float64(time.Millisecond), "overhead-ms/acquire")
 	b.ReportMetric(float64(slices.Max(times))/float64(time.Millisecond), "max-ms/acquire")
 }
+
+// TestBatches: 240 addresses move with one AssignPrivateIpAddresses call,
+// each recorded at the simulator with its own epoch and key; where they
+// are is read with one DescribeNetworkInterfaces per 200 addresses; a
+// release names them in one call, and falls back to one call each when
+// EC2 refuses the batch because one address already left the NIC.
+func TestBatches(t *testing.T) {
+	e := newEnv(t, []string{"eni-a", "eni-b"})
+	ctx := t.Context()
+	var reqs []provider.Request
+	var addrs []netip.Addr
+	for i := range 240 {
+		a := netip.AddrFrom4([4]byte{10, 0, 0, byte(10 + i)})
+		addrs = append(addrs, a)
+		reqs = append(reqs, provider.Request{NIC: "eni-a", Address: a, Epoch: capture.Epoch(1000 + i), IdempotencyKey: fmt.Sprintf("k%d", i)})
+	}
+	if err := e.drv.AssignMany(ctx, "eni-a", reqs, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("AssignPrivateIpAddresses"); n != 1 {
+		t.Fatalf("%d assign calls for 240 addresses, want 1", n)
+	}
+	ms := e.sim.Mutations()
+	if len(ms) != 240 {
+		t.Fatalf("%d mutations, want 240", len(ms))
+	}
+	for i, m := range ms {
+		if m.Address != addrs[i] || m.Epoch != capture.Epoch(1000+i) || m.IdempotencyKey != fmt.Sprintf("k%d", i) || m.NIC != "eni-a" {
+			t.Fatalf("mutation %d: %+v", i, m)
+		}
+	}
+	before := e.cnt.count("DescribeNetworkInterfaces")
+	obs, err := e.drv.DescribeMany(ctx, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("DescribeNetworkInterfaces") - before; n != 2 {
+		t.Fatalf("%d describe calls for 240 addresses, want 2", n)
+	}
+	for _, a := range addrs {
+		if obs[a].NIC != "eni-a" || obs[a].Address != a {
+			t.Fatalf("%s: %+v", a, obs[a])
+		}
+	}
+	// A move to eni-b with reassignment, then a release from eni-a of
+	// addresses of which one is still there.
+	if err := e.drv.AssignMany(ctx, "eni-b", []provider.Request{{NIC: "eni-b", Address: addrs[0], Epoch: 2000}, {NIC: "eni-b", Address: addrs[1], Epoch: 2001}}, true); err != nil {
+		t.Fatal(err)
+	}
+	rel := []provider.Request{{NIC: "eni-a", Address: addrs[0], Epoch: 2002}, {NIC: "eni-a", Address: addrs[2], Epoch: 2003}}
+	if err := e.drv.UnassignMany(ctx, "eni-a", rel); err != nil {
+		t.Fatal(err)
+	}
+	obs, err = e.drv.DescribeMany(ctx, addrs[:3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs[addrs[0]].NIC != "eni-b" || obs[addrs[1]].NIC != "eni-b" || obs[addrs[2]].NIC != "" {
+		t.Fatalf("after the move and the release: %+v", obs)
+	}
+}
