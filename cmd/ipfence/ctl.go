@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +20,7 @@ import (
 )
 
 func runCtl(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("ctl", "ctl --endpoint URL --token-file FILE [--json] status|actions|approve KEY|reject KEY|drain NODE|undrain NODE", stderr)
+	fs, level := flagSet("ctl", "ctl --endpoint URL --token-file FILE [--json] status|actions|approve ID|reject ID|drain NODE|undrain NODE", stderr)
 	endpoint := fs.String("endpoint", "", "the node's API, such as http://127.0.0.1:7001")
 	tokenFile := fs.String("token-file", "", "the operator's secret (federation.operator_secret_file; without one, the cluster's shared secret), to sign requests")
 	asJSON := fs.Bool("json", false, "print JSON for programs instead of tables")
@@ -46,23 +48,45 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if len(pos) == 0 {
-		return bad("no command: want status, actions, approve KEY, reject KEY, drain NODE or undrain NODE")
+		return bad("no command: want status, actions, approve ID, reject ID, drain NODE or undrain NODE")
+	}
+	switch pos[0] {
+	case "status", "actions":
+		if len(pos) != 1 {
+			return bad("%s takes no argument, not %q", pos[0], pos[1])
+		}
+	case "approve", "reject":
+		if len(pos) != 2 {
+			return bad("%s takes one action: its id from 'ipfence ctl actions', or a unique prefix of its idempotency key", pos[0])
+		}
+	case "drain", "undrain":
+		if len(pos) != 2 {
+			return bad("%s takes one node name", pos[0])
+		}
+	default:
+		msg := fmt.Sprintf("unknown command %q", pos[0])
+		if s := suggest(pos[0], ctlCommands); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		return bad("%s: want status, actions, approve, reject, drain or undrain", msg)
 	}
 	c := &ctlClient{base: strings.TrimSuffix(*endpoint, "/"), http: &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: tr,
 	}}
-	need := func(n int) bool { return len(pos) == n+1 }
 	var out any
 	switch pos[0] {
 	case "status":
 		var st daemon.Status
-		err = c.do(http.MethodGet, "/v1/status", nil, &st)
-		out = st
-		if err == nil && !*asJSON {
-			printStatus(stdout, st)
+		if err := c.do(http.MethodGet, "/v1/status", nil, &st); err != nil {
+			return fail("%v", err)
+		}
+		clampAges(&st)
+		if !*asJSON {
+			printStatus(stdout, st, time.Now())
 			return exitValid
 		}
+		out = st
 	case "actions":
 		q := url.Values{}
 		for k, v := range map[string]string{"state": *state, "kind": *kind, "pool": *pool} {
@@ -71,36 +95,61 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		var rows []capture.Row
-		err = c.do(http.MethodGet, "/v1/actions?"+q.Encode(), nil, &rows)
-		out = rows
-		if err == nil && !*asJSON {
+		if err := c.do(http.MethodGet, "/v1/actions?"+q.Encode(), nil, &rows); err != nil {
+			return fail("%v", err)
+		}
+		if !*asJSON {
 			printRows(stdout, rows)
 			return exitValid
 		}
+		out = rows
 	case "approve", "reject":
-		if !need(1) {
-			return fail("%s takes one idempotency key", pos[0])
+		var rows []capture.Row
+		if err := c.do(http.MethodGet, "/v1/actions", nil, &rows); err != nil {
+			return fail("%v", err)
+		}
+		key, err := resolveAction(rows, pos[1], pos[0] == "reject")
+		if err != nil {
+			fmt.Fprintf(stderr, "ipfence ctl: %s: %v\n", pos[0], err)
+			return exitError
 		}
 		var row capture.Row
-		err = c.do(http.MethodPost, "/v1/actions/"+pos[0], map[string]string{"key": pos[1]}, &row)
+		if err := c.do(http.MethodPost, "/v1/actions/"+pos[0], map[string]string{"key": key}, &row); err != nil {
+			return fail("%v", err)
+		}
+		if !*asJSON {
+			verb := map[string]string{"approve": "approved", "reject": "rejected"}[pos[0]]
+			fmt.Fprintf(stdout, "%s %s: %s %s on %s (pool %s, epoch %d); it is now %s\n",
+				verb, shortID(key, idLen), row.Kind, row.Address, row.Target, row.Key.Pool, row.Epoch, row.State)
+			return exitValid
+		}
 		out = row
 	case "drain", "undrain":
-		if !need(1) {
-			return fail("%s takes one node name", pos[0])
+		var res struct {
+			Node   string `json:"node"`
+			Intent string `json:"intent"`
+			Event  string `json:"event"`
 		}
-		var res map[string]any
-		err = c.do(http.MethodPost, "/v1/members/"+url.PathEscape(pos[1])+"/"+pos[0], nil, &res)
+		if err := c.do(http.MethodPost, "/v1/members/"+url.PathEscape(pos[1])+"/"+pos[0], nil, &res); err != nil {
+			return fail("%v", err)
+		}
+		if !*asJSON {
+			if pos[0] == "drain" {
+				fmt.Fprintf(stdout, "drained %s: it gives up its addresses to the next members by priority, and takes none until 'ipfence ctl undrain %s' (event %s)\n", res.Node, res.Node, res.Event)
+			} else {
+				fmt.Fprintf(stdout, "undrained %s: it may hold addresses again, and takes back by priority those it is preferred for (event %s)\n", res.Node, res.Event)
+			}
+			return exitValid
+		}
 		out = res
-	default:
-		return fail("unknown command %q: want status, actions, approve, reject, drain or undrain", pos[0])
-	}
-	if err != nil {
-		return fail("%v", err)
 	}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", b)
 	return exitValid
 }
+
+// ctlCommands are ctl's commands, for "did you mean".
+var ctlCommands = []string{"status", "actions", "approve", "reject", "drain", "undrain"}
 
 type ctlClient struct {
 	base string
@@ -118,16 +167,132 @@ func (c *ctlClient) do(method, path string, body, out any) error {
 	return err
 }
 
-func printStatus(w io.Writer, st daemon.Status) {
+// idLen is how many hex digits of an action's id the tables show, as git
+// shows seven of a commit's hash.
+const idLen = 7
+
+// shortID is an action's id: the first n hex digits of the SHA-256 of its
+// idempotency key. Keys are long and share long prefixes (pool, provider,
+// target); a hash prefix tells rows apart in a few characters.
+func shortID(key string, n int) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+// resolveAction finds the one journal row arg names: its whole
+// idempotency key, a prefix of its id (four hex digits at least), or a
+// unique prefix of its key. Among several matches, the rows the decision
+// can apply to (pending ones; approved ones too for a rejection) are
+// chosen; more than one of those is ambiguous, and the error lists them.
+func resolveAction(rows []capture.Row, arg string, reject bool) (string, error) {
+	var matches, open []capture.Row
+	for _, r := range rows {
+		if r.IdempotencyKey == arg {
+			return arg, nil
+		}
+		idMatch := len(arg) >= 4 && strings.HasPrefix(shortID(r.IdempotencyKey, 64), strings.ToLower(arg))
+		if idMatch || strings.HasPrefix(r.IdempotencyKey, arg) {
+			matches = append(matches, r)
+			if r.State == capture.Pending || reject && r.State == capture.Approved {
+				open = append(open, r)
+			}
+		}
+	}
+	want := "pending"
+	if reject {
+		want = "pending or approved"
+	}
+	switch {
+	case len(open) == 1:
+		return open[0].IdempotencyKey, nil
+	case len(open) > 1:
+		return "", fmt.Errorf("%q is ambiguous: it matches %d %s actions; give more of the id or the key:\n%s", arg, len(open), want, candidates(open))
+	case len(matches) > 0:
+		return "", fmt.Errorf("%q matches no %s action, only these:\n%s", arg, want, candidates(matches))
+	}
+	var waiting []capture.Row
+	for _, r := range rows {
+		if r.State == capture.Pending || reject && r.State == capture.Approved {
+			waiting = append(waiting, r)
+		}
+	}
+	if len(waiting) == 0 {
+		return "", fmt.Errorf("no action matches %q, and no action is %s", arg, want)
+	}
+	return "", fmt.Errorf("no action matches %q; the %s actions are:\n%s", arg, want, candidates(waiting))
+}
+
+// candidates lists rows, at most ten, one a line, for an error.
+func candidates(rows []capture.Row) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for i, r := range rows {
+		if i == 10 {
+			fmt.Fprintf(tw, "  … and %d more\n", len(rows)-10)
+			break
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\tepoch %d\t%s\n", shortID(r.IdempotencyKey, idLen), r.State, r.Kind, r.Address, r.Target, r.Epoch, r.IdempotencyKey)
+	}
+	tw.Flush()
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// clampAges makes every heartbeat age at least zero. The node computes an
+// age as the group's time (the median of the members' newest heartbeats)
+// less the member's newest heartbeat, which is negative for a member ahead
+// of the median: that member is as fresh as can be, and its age is zero.
+func clampAges(st *daemon.Status) {
+	for i := range st.Members {
+		st.Members[i].AgeMilli = max(st.Members[i].AgeMilli, 0)
+	}
+}
+
+// orDash shows an empty cell as "-", so that columns stay readable.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// age renders a heartbeat age: never below zero, milliseconds under a
+// second, tenths of a second above.
+func age(ms float64) string {
+	d := time.Duration(ms * float64(time.Millisecond))
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func printStatus(w io.Writer, st daemon.Status, now time.Time) {
 	fmt.Fprintf(w, "node %s, last pass %s", st.Node, st.LastPass.Format(time.RFC3339))
+	if !st.LastPass.IsZero() {
+		fmt.Fprintf(w, " (%s ago)", age(float64(now.Sub(st.LastPass))/float64(time.Millisecond)))
+	}
 	if st.PassError != "" {
 		fmt.Fprintf(w, " (error: %s)", st.PassError)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tHEARD\tSTALE\tDRAINED\tHEARTBEAT AGE")
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%v\t%v\t%v\t%.0fms\n", m.Node, m.Heard, m.Stale, m.Drained, m.AgeMilli)
+		a := "never"
+		if m.Heard {
+			a = age(m.AgeMilli)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Node, yesNo(m.Heard), yesNo(m.Stale), yesNo(m.Drained), a)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -141,16 +306,21 @@ func printStatus(w io.Writer, st daemon.Status) {
 		if a.ProviderError != "" {
 			prov = "error: " + a.ProviderError
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%v\t%s\n", a.Address, a.Pool, a.DesiredHolder, a.Epoch, a.Holder, a.HeldHere, prov)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.Address, a.Pool, orDash(a.DesiredHolder), a.Epoch, orDash(a.Holder), yesNo(a.HeldHere), orDash(prov))
 	}
 	tw.Flush()
 }
 
 func printRows(w io.Writer, rows []capture.Row) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no actions")
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tSTATE\tKIND\tADDRESS\tTARGET\tHOLDER\tEPOCH\tKEY\tREASON")
+	fmt.Fprintln(tw, "ID\tSEQ\tSTATE\tKIND\tPOOL\tADDRESS\tTARGET\tHOLDER\tEPOCH\tREASON")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, r.State, r.Kind, r.Address, r.Target, r.Holder, r.Epoch, r.IdempotencyKey, r.Reason)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", shortID(r.IdempotencyKey, idLen), r.Seq, r.State, r.Kind,
+			orDash(r.Key.Pool), r.Address, r.Target, orDash(r.Holder), r.Epoch, orDash(r.Reason))
 	}
 	tw.Flush()
 }
