@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/dot"
@@ -55,6 +56,18 @@ type Server struct {
 	fsys fs.FS
 	dir  string
 	mux  *http.ServeMux
+
+	// cache keeps each run's reading while its results.json keeps its
+	// size and time: the list reads every run's results on every load,
+	// and a finished run's never change.
+	mu    sync.Mutex
+	cache map[string]cachedRun
+}
+
+type cachedRun struct {
+	size int64
+	mod  time.Time
+	run  Run
 }
 
 // New serves the store at dir, which must exist.
@@ -63,7 +76,7 @@ func New(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	s := &Server{root: root, fsys: root.FS(), dir: dir, mux: http.NewServeMux()}
+	s := &Server{root: root, fsys: root.FS(), dir: dir, mux: http.NewServeMux(), cache: map[string]cachedRun{}}
 	s.mux.HandleFunc("GET /{$}", s.list)
 	s.mux.HandleFunc("GET /run/{test}/{run}/{$}", s.run)
 	s.mux.HandleFunc("GET /run/{test}/{run}", func(w http.ResponseWriter, r *http.Request) {
@@ -251,8 +264,33 @@ func (s *Server) Runs() ([]Run, int, error) {
 	return out, more, nil
 }
 
-// load reads what the list shows of one run.
+// load reads what the list shows of one run, from the cache when its
+// results.json has not changed.
 func (s *Server) load(test, id string) Run {
+	key := test + "/" + id
+	fi, err := fs.Stat(s.fsys, key+"/results.json")
+	if err == nil {
+		s.mu.Lock()
+		c, ok := s.cache[key]
+		s.mu.Unlock()
+		if ok && c.size == fi.Size() && c.mod.Equal(fi.ModTime()) {
+			return c.run
+		}
+	}
+	run := s.read(test, id)
+	if err == nil {
+		s.mu.Lock()
+		if len(s.cache) >= 2*MaxRuns {
+			clear(s.cache)
+		}
+		s.cache[key] = cachedRun{size: fi.Size(), mod: fi.ModTime(), run: run}
+		s.mu.Unlock()
+	}
+	return run
+}
+
+// read reads what the list shows of one run.
+func (s *Server) read(test, id string) Run {
 	run := Run{Test: test, ID: id, Verdict: "incomplete"}
 	stamp := id
 	// A "latest" link names the run it points at.

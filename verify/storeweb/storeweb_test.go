@@ -123,6 +123,30 @@ func TestRuns(t *testing.T) {
 	}
 }
 
+func TestRunsCache(t *testing.T) {
+	dir := makeStore(t)
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r := s.load("etcd", etcdRun); r.Verdict != "valid" {
+		t.Fatalf("etcd run: %s", r.Verdict)
+	}
+	// A results.json that changes (size and time) is read again.
+	p := filepath.Join(dir, "etcd", etcdRun, "results.json")
+	if err := os.WriteFile(p, []byte(`{"valid": false, "checkers": {}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(p, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.load("etcd", etcdRun); r.Verdict != "invalid" {
+		t.Errorf("after results.json changed: %s, want invalid", r.Verdict)
+	}
+}
+
 func TestListPage(t *testing.T) {
 	code, h, body := get(t, server(t), "/")
 	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
