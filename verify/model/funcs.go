@@ -123,7 +123,7 @@ func (m funcsModel[S]) Compile(ops []history.Op, opt Options) ([]linear.Partitio
 		if len(g) == 0 {
 			continue
 		}
-		sp := &funcsSpec[S]{f: f, ops: g, key: keyOf, errs: errs, ids: map[any]linear.State{}}
+		sp := &funcsSpec[S]{f: f, ops: g, key: keyOf, errs: errs, ids: map[any]linear.State{}, iface: reflect.TypeFor[S]().Kind() == reflect.Interface}
 		p := linear.Partition{Spec: sp}
 		if len(groups) > 1 {
 			p.Label = fmt.Sprintf("part %d", gi)
@@ -154,8 +154,10 @@ func stateKeyer[S any](equal func(a, b S) bool) (func(S) (any, error), error) {
 	if t.Kind() == reflect.Interface {
 		return func(s S) (any, error) {
 			v := any(s)
-			if v == nil {
-				return nil, nil
+			switch v.(type) {
+			case nil, bool, int64, string, float64:
+				// The common states, comparable as they are.
+				return v, nil
 			}
 			if n, err := history.Normalize(v); err == nil && !reflect.TypeOf(v).Comparable() {
 				// A list or map state, in the history's Value forms.
@@ -217,6 +219,7 @@ type funcsSpec[S any] struct {
 	states []S
 	ids    map[any]linear.State
 	bytes  int64 // the intern table's memory, estimated
+	iface  bool  // S is an interface type, whose states are normalized
 }
 
 func (s *funcsSpec[S]) Err() error { return s.errs.get() }
@@ -235,9 +238,13 @@ func (s *funcsSpec[S]) charge(st S, n int) {
 
 // intern returns st's State, adding it when new.
 func (s *funcsSpec[S]) intern(st S) (linear.State, bool) {
-	if n, ok := any(st).(history.Value); ok && reflect.TypeFor[S]().Kind() == reflect.Interface {
-		if v, ok := normalValue(n).(S); ok {
-			st = v
+	if s.iface {
+		switch any(st).(type) {
+		case nil, bool, int64, string:
+		default:
+			if v, ok := normalValue(any(st)).(S); ok {
+				st = v
+			}
 		}
 	}
 	if s.key == nil {
