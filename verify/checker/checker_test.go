@@ -194,3 +194,61 @@ func TestTransactional(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+// The transactional checker's failure is typed too, and its OpRefs mean
+// what the linearizability checker's do: Index is the completion's.
+func TestTransactionalFailureIsTyped(t *testing.T) {
+	// T1 appends 1 to x and reads y empty; T2 appends 1 to y and reads x
+	// empty: each read misses the other's write, a G2 cycle.
+	events := []history.Event{
+		{Index: 10, Process: 0, Type: history.Invoke, F: "txn", Value: []history.Value{[]history.Value{"append", "x", int64(1)}, []history.Value{"r", "y", nil}}},
+		{Index: 11, Process: 1, Type: history.Invoke, F: "txn", Value: []history.Value{[]history.Value{"append", "y", int64(1)}, []history.Value{"r", "x", nil}}},
+		{Index: 12, Process: 0, Type: history.OK, F: "txn", Value: []history.Value{[]history.Value{"append", "x", int64(1)}, []history.Value{"r", "y", []history.Value{}}}},
+		{Index: 13, Process: 1, Type: history.OK, F: "txn", Value: []history.Value{[]history.Value{"append", "y", int64(1)}, []history.Value{"r", "x", []history.Value{}}}},
+	}
+	run, err := NewRun("txn", events, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Compose(map[string]Checker{"append": Transactional(TransactionalOptions{
+		Isolation: isolation.Options{Workload: isolation.ListAppend, Consistency: "serializable"}})}).Check(t.Context(), run)
+	f := res.FirstFailure()
+	if res.Valid != linear.False || f == nil || f.Checker != "append" || len(f.Anomalies) == 0 || len(f.Ops) != 2 {
+		t.Fatalf("%v, failure %+v", res.Valid, f)
+	}
+	got := map[int64]int64{}
+	for _, o := range f.Ops {
+		got[o.InvokeIndex] = o.Index
+		if o.F != "txn" || o.Type != "ok" {
+			t.Fatalf("op %+v", o)
+		}
+	}
+	if got[10] != 12 || got[11] != 13 {
+		t.Fatalf("invoke → completion indexes %v, want 10 → 12 and 11 → 13", got)
+	}
+	if !strings.Contains(f.Error(), "append: serializable is ruled out by") {
+		t.Fatalf("summary %q", f.Error())
+	}
+}
+
+// A model whose Step panics makes the linearizability verdict unknown,
+// with the panic's text, whatever the search concluded.
+func TestLinearizableWithAPanickingModel(t *testing.T) {
+	events := []history.Event{
+		{Index: 0, Process: 0, Type: history.Invoke, F: "read"},
+		{Index: 1, Process: 0, Type: history.OK, F: "read", Value: int64(0)},
+	}
+	run, err := NewRun("boom", events, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := model.Funcs[int64]{Name: "boom", Init: func() int64 { return 0 },
+		Step: func(int64, history.Op) (int64, bool) { panic("broken model") }}
+	res := Linearizable(LinearOptions{Model: boom.Model()}).Check(t.Context(), run)
+	if res.Valid != linear.Unknown || !strings.Contains(res.Panic, "model boom: Step panicked: broken model") {
+		t.Fatalf("%v, panic %q, fields %v", res.Valid, res.Panic, res.Fields)
+	}
+	if p := (Result{Checkers: map[string]Result{"linear": res}}).Panicked(); len(p) != 1 || !strings.Contains(p[0], "linear: model boom: Step panicked") {
+		t.Fatalf("panicked: %q", p)
+	}
+}

@@ -15,8 +15,7 @@ import (
 // OpRef names one operation of the history, the same way whichever checker
 // found it: Index is its completion event's index (-1 when it never
 // completed) and InvokeIndex its invoke's, as in lincheck.OpRef and
-// workload.OpRef. The transactional checker's isolation.OpRef.Index is the
-// invoke's; FromIsolation converts it.
+// workload.OpRef; FromIsolation converts the transactional checker's.
 type OpRef struct {
 	Index       int64           `json:"index"`
 	InvokeIndex int64           `json:"invoke_index"`
@@ -36,23 +35,27 @@ func FromLincheck(r lincheck.OpRef) OpRef {
 	return OpRef{Index: r.Index, InvokeIndex: r.InvokeIndex, Process: r.Process, F: r.F, Type: r.Type, Value: r.Value, Op: r.Op}
 }
 
-// FromIsolation converts the transactional checker's reference, whose
-// Index is the invoke's, finding the completion among ops (the paired
-// operations of the history it checked) and events.
+// FromIsolation converts the transactional checker's reference, finding
+// the operation among ops (the paired operations of the history it
+// checked) and events. isolation.OpRef.Index names a transaction by one
+// of its two events (the invoke's index, in older versions of that
+// package; the completion's, as Elle names it): either is found, and the
+// result has both.
 func FromIsolation(r isolation.OpRef, ops []history.Op, events []history.Event) OpRef {
-	out := OpRef{Index: -1, InvokeIndex: r.Index, Type: r.Type, Value: r.Value, Process: history.NoProcess}
+	out := OpRef{Index: -1, InvokeIndex: -1, Type: r.Type, Value: r.Value, Process: history.NoProcess}
 	if r.Process != nil {
 		out.Process = *r.Process
 	}
 	for i := range ops {
 		o := &ops[i]
-		if o.Index != r.Index {
+		done := int64(-1)
+		if o.Return >= 0 && o.Return < len(events) {
+			done = events[o.Return].Index
+		}
+		if o.Index != r.Index && done != r.Index {
 			continue
 		}
-		out.F, out.Process = o.F, o.Process
-		if o.Return >= 0 && o.Return < len(events) {
-			out.Index = events[o.Return].Index
-		}
+		out.Index, out.InvokeIndex, out.F, out.Process = done, o.Index, o.F, o.Process
 		break
 	}
 	return out

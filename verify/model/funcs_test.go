@@ -360,3 +360,55 @@ func TestFuncsStatesAreCharged(t *testing.T) {
 		t.Fatalf("a state seen before was charged again: %d, then %d", b2, g.Bytes())
 	}
 }
+
+// A Funcs model used wrongly fails with an error that says what to do.
+func TestFuncsMisuse(t *testing.T) {
+	events := []history.Event{
+		{Index: 0, Process: 0, Type: history.Invoke, F: "write", Value: int64(1)},
+		{Index: 1, Process: 0, Type: history.OK, F: "write", Value: int64(1)},
+		{Index: 2, Process: 1, Type: history.Invoke, F: "read"},
+		{Index: 3, Process: 1, Type: history.OK, F: "read", Value: int64(1)},
+	}
+	ops, _, _ := history.Pair(events)
+	step := func(s []int, op history.Op) ([]int, bool) { return s, true }
+	cases := map[string]struct {
+		m    Model
+		want string
+	}{
+		"no step":       {Funcs[int]{Name: "m", Init: func() int { return 0 }}.Model(), "model m: Init and Step are required"},
+		"no equal":      {Funcs[[]int]{Init: func() []int { return nil }, Step: step}.Model(), "model custom: states of type []int cannot be compared with ==; give the model an Equal"},
+		"lost op":       {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func(ops []history.Op) [][]history.Op { return [][]history.Op{ops[:1]} }}.Model(), "Partition kept 1 of 2 operations"},
+		"foreign op":    {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func([]history.Op) [][]history.Op { return [][]history.Op{{{F: "x", Call: 99}}} }}.Model(), "Partition returned an operation (x nil invoked at index 0) that is not one of its input or is in two parts"},
+		"op twice":      {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func(ops []history.Op) [][]history.Op { return [][]history.Op{ops, ops[:1]} }}.Model(), "is in two parts"},
+	}
+	for name, c := range cases {
+		if _, err := c.m.Compile(ops, Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+	// A Step that panics: the checker goes on, and the spec says why its
+	// verdict cannot be trusted.
+	boom := Funcs[int64]{Name: "boom", Init: func() int64 { return 0 }, Step: func(s int64, op history.Op) (int64, bool) {
+		if op.F == "read" {
+			panic("no reads here")
+		}
+		return op.Input.(int64), true
+	}}.Model()
+	parts, err := boom.Compile(ops, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := linear.Check(context.Background(), parts, linear.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SpecError(parts); err == nil || !strings.Contains(err.Error(), "model boom: Step panicked: no reads here, on read → 1") {
+		t.Fatalf("spec error %v", err)
+	}
+	// A state of an interface type holding a slice is keyed by value.
+	lists := Funcs[any]{Init: func() any { return []int{} }, Step: func(s any, op history.Op) (any, bool) {
+		return append(slices.Clone(s.([]history.Value)), op.Input), true
+	}}.Model()
+	if res := checkModel(t, lists, ops[:1], Options{}); res.Valid != linear.True {
+		t.Fatalf("list states: %v", res.Valid)
+	}
+}
