@@ -375,11 +375,11 @@ func TestFuncsMisuse(t *testing.T) {
 		m    Model
 		want string
 	}{
-		"no step":       {Funcs[int]{Name: "m", Init: func() int { return 0 }}.Model(), "model m: Init and Step are required"},
-		"no equal":      {Funcs[[]int]{Init: func() []int { return nil }, Step: step}.Model(), "model custom: states of type []int cannot be compared with ==; give the model an Equal"},
-		"lost op":       {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func(ops []history.Op) [][]history.Op { return [][]history.Op{ops[:1]} }}.Model(), "Partition kept 1 of 2 operations"},
-		"foreign op":    {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func([]history.Op) [][]history.Op { return [][]history.Op{{{F: "x", Call: 99}}} }}.Model(), "Partition returned an operation (x nil invoked at index 0) that is not one of its input or is in two parts"},
-		"op twice":      {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func(ops []history.Op) [][]history.Op { return [][]history.Op{ops, ops[:1]} }}.Model(), "is in two parts"},
+		"no step":    {Funcs[int]{Name: "m", Init: func() int { return 0 }}.Model(), "model m: Init and Step are required"},
+		"no equal":   {Funcs[[]int]{Init: func() []int { return nil }, Step: step}.Model(), "model custom: states of type []int cannot be compared with ==; give the model an Equal"},
+		"lost op":    {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func(ops []history.Op) [][]history.Op { return [][]history.Op{ops[:1]} }}.Model(), "Partition kept 1 of 2 operations"},
+		"foreign op": {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func([]history.Op) [][]history.Op { return [][]history.Op{{{F: "x", Call: 99}}} }}.Model(), "Partition returned an operation (x nil invoked at index 0) that is not one of its input or is in two parts"},
+		"op twice":   {Funcs[int]{Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }, Partition: func(ops []history.Op) [][]history.Op { return [][]history.Op{ops, ops[:1]} }}.Model(), "is in two parts"},
 	}
 	for name, c := range cases {
 		if _, err := c.m.Compile(ops, Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
