@@ -2,7 +2,9 @@ package history
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"reflect"
 	"testing"
 )
@@ -82,4 +84,67 @@ func FuzzDetect(f *testing.F) {
 	fuzzReader(f, "", []string{
 		`{"type":"ok"}`, `[{"type":"ok"}]`, `{:type :ok}`, "INFO  jepsen.util - 0\t:ok\t:read\t1", "; x\n(", "",
 	})
+}
+
+// FuzzReadInput checks the bounded reader against its definition: it
+// returns the input unchanged when it fits the bounds, and otherwise a
+// LimitError naming the first line too long, or the size, whichever the
+// input reaches first; it never reads on past a bound.
+func FuzzReadInput(f *testing.F) {
+	f.Add([]byte("ab\ncd\n"), uint16(3), uint16(10), uint8(1))
+	f.Add([]byte("abcdef"), uint16(3), uint16(100), uint8(7))
+	f.Add([]byte("a\nbbbb\nc"), uint16(2), uint16(0), uint8(2))
+	f.Add(bytes.Repeat([]byte("x\n"), 100), uint16(0), uint16(50), uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, maxLine, maxBytes uint16, step uint8) {
+		lim := Limits{MaxLine: int64(maxLine), MaxBytes: int64(maxBytes)}
+		r := &stepReader{data: data, step: int(step)%9 + 1}
+		got, err := ReadInput(context.Background(), "fuzz", r, lim)
+		// The first line too long, and whether the whole is too large.
+		wantLine, line, col := 0, 1, 0
+		for _, c := range data {
+			if c == '\n' {
+				line, col = line+1, 0
+				continue
+			}
+			col++
+			if lim.MaxLine > 0 && int64(col) > lim.MaxLine {
+				wantLine = line
+				break
+			}
+		}
+		overSize := lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes
+		var le *LimitError
+		switch {
+		case wantLine == 0 && !overSize:
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("input within bounds: got %q, %v", got, err)
+			}
+		case !errors.As(err, &le):
+			t.Fatalf("input beyond bounds (line %d, size %v): got %q, %v", wantLine, overSize, got, err)
+		case le.Line > 0 && le.Line != wantLine:
+			t.Fatalf("blamed line %d, the first line too long is %d", le.Line, wantLine)
+		case le.Line == 0 && !overSize:
+			t.Fatalf("size blamed for an input of %d bytes under %d", len(data), lim.MaxBytes)
+		}
+		// It reads at most a chunk past the bound.
+		if lim.MaxBytes > 0 && int64(r.off) > lim.MaxBytes+chunk {
+			t.Fatalf("read %d bytes under a bound of %d", r.off, lim.MaxBytes)
+		}
+	})
+}
+
+// stepReader returns at most step bytes a read, as a pipe may.
+type stepReader struct {
+	data []byte
+	off  int
+	step int
+}
+
+func (r *stepReader) Read(p []byte) (int, error) {
+	if r.off >= len(r.data) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.step)], r.data[r.off:])
+	r.off += n
+	return n, nil
 }
