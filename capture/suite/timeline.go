@@ -106,6 +106,8 @@ func story(col *collected, concurrency int, r *checker.Run, res checker.Result) 
 			if f, ok := linearFinding(cr, col.mutations, r.StartMono); ok {
 				s.Findings = append(s.Findings, f)
 			}
+		case "convergence":
+			s.Findings = convergenceFindings(cr, end)
 		}
 		if len(s.Findings) == 0 && cr.Valid != linear.True {
 			s.Findings = examples(cr)
@@ -355,14 +357,38 @@ func linearFinding(cr checker.Result, ms []mutationRecord, startMono int64) (rep
 	return report.Finding{Text: text}, true
 }
 
-// examples are a checker's "examples" field, for checkers this file does
-// not know: untimed.
+// convergenceFindings are the addresses that did not come to rest where
+// the nodes wanted them, from the final heal to the end of the record.
+func convergenceFindings(cr checker.Result, end int64) []report.Finding {
+	desired, _ := cr.Fields["desired"].(map[string]string)
+	actual, _ := cr.Fields["actual"].(map[string]string)
+	heal, _ := cr.Fields["heal_s"].(float64)
+	at := time.Duration(heal * 1e9)
+	var out []report.Finding
+	for _, a := range slices.Sorted(maps.Keys(desired)) {
+		if desired[a] == actual[a] {
+			continue
+		}
+		shows := "on no NIC"
+		if actual[a] != "" {
+			shows = "on " + actual[a]
+		}
+		out = append(out, report.Finding{Timed: true, At: at, End: max(at, time.Duration(end)),
+			Text: fmt.Sprintf("%s did not settle after the heal at %.3fs: the nodes want it on %s, the provider shows it %s", a, heal, desired[a], shows)})
+	}
+	return out
+}
+
+// examples are a checker's findings or examples, for checkers this file
+// does not know: untimed.
 func examples(cr checker.Result) []report.Finding {
 	var out []report.Finding
-	switch ex := cr.Fields["examples"].(type) {
-	case []string:
-		for _, e := range ex {
-			out = append(out, report.Finding{Text: e})
+	for _, key := range []string{"findings", "examples"} {
+		if ex, ok := cr.Fields[key].([]string); ok && len(ex) > 0 {
+			for _, e := range ex {
+				out = append(out, report.Finding{Text: e})
+			}
+			break
 		}
 	}
 	if e, ok := cr.Fields["error"].(string); ok {

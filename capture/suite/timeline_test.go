@@ -102,6 +102,8 @@ func TestStory(t *testing.T) {
 	}
 	res := checker.Result{Valid: linear.False, Fields: map[string]any{"checkers": map[string]checker.Result{
 		"stats": {Valid: linear.True},
+		"convergence": {Valid: linear.False, Fields: map[string]any{"heal_s": 6.5,
+			"desired": map[string]string{"10.0.1.10": "n1", "10.0.1.11": "n2"}, "actual": map[string]string{"10.0.1.10": "n1"}}},
 		"fence": {Valid: linear.False, Fields: map[string]any{"stale_actions_executed": 1}},
 		"availability": {Valid: linear.False, Fields: map[string]any{"no_holder_ms": 2000.0, "outside_faults_ms": 2000.0, "periods": []outage{
 			{Address: "10.0.1.10", Start: 4e9, End: 6e9, Outside: 2 * time.Second},
@@ -115,12 +117,17 @@ func TestStory(t *testing.T) {
 	for _, c := range o.Checkers {
 		got = append(got, fmt.Sprintf("%s %s %q %d", c.Name, c.Verdict, c.Summary, len(c.Findings)))
 	}
-	want := `fence false "1 stale actions executed" 1|availability false "no holder 2000 ms, 2000 ms outside faults" 1|stats true "" 0`
+	want := `fence false "1 stale actions executed" 1|availability false "no holder 2000 ms, 2000 ms outside faults" 1|` +
+		`convergence false "" 1|stats true "" 0`
 	if g := strings.Join(got, "|"); g != want {
 		t.Errorf("checkers = %s\nwant %s", g, want)
 	}
 	if f := o.Checkers[1].Findings[0]; !f.Timed || f.At != 4*time.Second || f.End != 6*time.Second || !strings.HasPrefix(f.Text, "10.0.1.10 had no holder from 4.000s to 6.000s") {
 		t.Errorf("availability finding = %+v", f)
+	}
+	if f := o.Checkers[2].Findings[0]; !f.Timed || f.At != 6500*time.Millisecond || f.End != 6*time.Second+500*time.Millisecond ||
+		f.Text != "10.0.1.11 did not settle after the heal at 6.500s: the nodes want it on n2, the provider shows it on no NIC" {
+		t.Errorf("convergence finding = %+v", f)
 	}
 	if len(o.Marks) != 1 || o.Marks[0] != "found no holder for 10.0.1.10" {
 		t.Errorf("marks = %v", o.Marks)
