@@ -373,9 +373,9 @@ func configuredKeys(cfg *config.Node) map[capture.Key]bool {
 	return out
 }
 
-// errUnreplicated: an epoch this node would act at is not yet held by a
-// majority of the cluster.
-var errUnreplicated = errors.New("epoch records not yet held by a majority of the cluster")
+// errUnreplicated: an epoch record this node would act at is not yet held
+// by a majority of the cluster, or is no longer the cluster's.
+var errUnreplicated = errors.New("epoch records not yet held by a majority of the cluster, or moved on since the pass read them")
 
 // passive says why this node may not act now: it lost its state and has
 // not learned the cluster's epoch lines back, or epoch records of its
@@ -390,7 +390,7 @@ func (d *Daemon) passive() error {
 	if err != nil {
 		return fmt.Errorf("reading epochs: %w", err)
 	}
-	want := map[capture.Key]capture.Epoch{}
+	want := map[capture.Key]capture.EpochRecord{}
 	for _, p := range d.cfg.Pools {
 		if _, member := p.Member(d.cfg.Name); !member {
 			continue
@@ -399,12 +399,12 @@ func (d *Daemon) passive() error {
 		for _, a := range p.Addresses {
 			k := capture.Key{Pool: p.Name, Address: a, Domain: dom}
 			if r, ok := epochs[k]; ok && r.Epoch > 0 {
-				want[k] = r.Epoch
+				want[k] = r
 			}
 		}
 	}
 	if keys := d.fed.Unreplicated(want); len(keys) > 0 {
-		return fmt.Errorf("%w: %d keys, first %s at epoch %d", errUnreplicated, len(keys), keys[0], want[keys[0]])
+		return fmt.Errorf("%w: %d keys, first %s at epoch %d", errUnreplicated, len(keys), keys[0], want[keys[0]].Epoch)
 	}
 	return nil
 }

@@ -489,7 +489,7 @@ func TestUnreplicated(t *testing.T) {
 	c := newCluster(t, "a", "b", "c")
 	a := c.nodes["a"]
 	k := mustKey(t, key1)
-	want := map[capture.Key]capture.Epoch{k: 3}
+	want := map[capture.Key]capture.EpochRecord{k: {Epoch: 3, Holder: "a"}}
 	if got := a.Unreplicated(want); len(got) != 1 {
 		t.Fatalf("no record yet: %v", got)
 	}
@@ -507,8 +507,11 @@ func TestUnreplicated(t *testing.T) {
 	if got := a.Unreplicated(want); len(got) != 0 {
 		t.Fatalf("held by b: %v", got)
 	}
-	if got := a.Unreplicated(map[capture.Key]capture.Epoch{k: 4}); len(got) != 1 {
-		t.Fatalf("a higher epoch than the record: %v", got)
+	for _, other := range []capture.EpochRecord{{Epoch: 4, Holder: "a"}, {Epoch: 2, Holder: "a"}, {Epoch: 3, Holder: "b"}} {
+		// Not published yet; the cluster moved on; bumped at once.
+		if got := a.Unreplicated(map[capture.Key]capture.EpochRecord{k: other}); len(got) != 1 {
+			t.Fatalf("the record is %+v, the pass's %+v: %v", capture.EpochRecord{Epoch: 3, Holder: "a"}, other, got)
+		}
 	}
 	a.Close()
 	sw := &handlerSwitch{}

@@ -894,21 +894,23 @@ func (n *Node) ReplicationQuorum() int { return len(n.nodes) / 2 }
 // learn the records of before it may act (see ReplicationQuorum).
 func (n *Node) PullQuorum() int { return len(n.nodes) - 1 - n.ReplicationQuorum() + 1 }
 
-// Unreplicated returns, of the keys given with the epoch this node is
-// about to act at, those whose epoch record the federation does not hold
-// at that epoch or higher, or that fewer than ReplicationQuorum peers are
-// known to hold: a peer holds a register's newest event when it is not in
-// the outbox for that peer (it acknowledged it, or it sent it). The outbox
-// is persisted, so this survives restarts.
-func (n *Node) Unreplicated(want map[capture.Key]capture.Epoch) []capture.Key {
+// Unreplicated returns, of the keys given with the record this node is
+// about to act at, those whose epoch record in the federation is not that
+// record (lower: not yet published; higher or another holder: the cluster
+// moved on, or bumped at once, and this node's pass has not caught up), or
+// that fewer than ReplicationQuorum peers are known to hold: a peer holds
+// a register's newest event when it is not in the outbox for that peer (it
+// acknowledged it, or it sent it). The outbox is persisted, so this
+// survives restarts.
+func (n *Node) Unreplicated(want map[capture.Key]capture.EpochRecord) []capture.Key {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	need := n.ReplicationQuorum()
 	var out []capture.Key
-	for k, ep := range want {
+	for k, rec := range want {
 		reg := "epoch|" + k.String()
 		cur, ok := n.state.regs[reg]
-		if !ok || cur.Record == nil || cur.Record.Epoch < ep {
+		if !ok || cur.Record == nil || *cur.Record != rec {
 			out = append(out, k)
 			continue
 		}

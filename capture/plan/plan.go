@@ -35,6 +35,9 @@ const MaxEpoch capture.Epoch = 1<<63 - 1
 // It returns the records of every key in desired and the keys whose record
 // changed, sorted.
 //
+// A seen record at the local epoch with another holder is a conflict (two
+// nodes bumped at once): the key bumps past it.
+//
 // No record it returns is lower than the local one: a seen record above
 // MaxEpoch is ignored, and a key whose epoch is already MaxEpoch is not
 // bumped (it keeps its holder, which fences every other node's acquires)
@@ -45,10 +48,15 @@ func Epochs(desired map[capture.Key]string, local, seen map[capture.Key]capture.
 	for k, holder := range desired {
 		rec := local[k]
 		next := rec
-		if s, ok := seen[k]; ok && s.Epoch > next.Epoch && s.Epoch <= MaxEpoch {
+		s, ok := seen[k]
+		if ok && s.Epoch > next.Epoch && s.Epoch <= MaxEpoch {
 			next = s
 		}
-		if next.Holder != holder && next.Epoch < MaxEpoch {
+		// Two nodes that bumped at once may hold the same epoch for two
+		// holders: the line moves past it, so that no epoch means two
+		// holders.
+		conflict := ok && s.Epoch == next.Epoch && s.Holder != next.Holder
+		if (next.Holder != holder || conflict) && next.Epoch < MaxEpoch {
 			next = capture.EpochRecord{Epoch: next.Epoch + 1, Holder: holder}
 		}
 		out[k] = next

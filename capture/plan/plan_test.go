@@ -219,3 +219,22 @@ func TestEpochsNeverWrap(t *testing.T) {
 		}
 	}
 }
+
+// Two nodes that bumped at once hold the same epoch for two holders: the
+// key moves past it, whoever is desired.
+func TestEpochsConflictMovesOn(t *testing.T) {
+	k := key(a1)
+	for _, desired := range []string{"a", "b"} {
+		out, changed := Epochs(map[capture.Key]string{k: desired}, map[capture.Key]capture.EpochRecord{k: rec(9, "a")},
+			map[capture.Key]capture.EpochRecord{k: rec(9, "b")})
+		if out[k] != rec(10, desired) || len(changed) != 1 {
+			t.Fatalf("desired %s: %+v %v", desired, out[k], changed)
+		}
+	}
+	// The same record seen and held is no conflict.
+	out, changed := Epochs(map[capture.Key]string{k: "a"}, map[capture.Key]capture.EpochRecord{k: rec(9, "a")},
+		map[capture.Key]capture.EpochRecord{k: rec(9, "a")})
+	if out[k] != rec(9, "a") || len(changed) != 0 {
+		t.Fatalf("no conflict: %+v %v", out[k], changed)
+	}
+}
