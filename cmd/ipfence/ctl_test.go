@@ -30,7 +30,7 @@ func TestCtlUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"ctl", "status"}, "ipfence ctl: --endpoint and --token-file are required\nsee 'ipfence ctl --help'\n"},
+		{[]string{"ctl", "status"}, "ipfence ctl: --endpoint and --token-file are required (under mutual TLS, --cert, --key and --ca may stand in for --token-file)\nsee 'ipfence ctl --help'\n"},
 		{[]string{"ctl", "--endpoint", "http://127.0.0.1:1", "--token-file", short, "status"}, "ipfence ctl: --token-file:"},
 		{flags, "ipfence ctl: no command: want status, actions, approve ID, reject ID, drain NODE or undrain NODE\nsee 'ipfence ctl --help'\n"},
 		{append(flags, "frob"), "ipfence ctl: unknown command \"frob\": want status, actions, approve, reject, drain or undrain\nsee 'ipfence ctl --help'\n"},

@@ -46,7 +46,7 @@ func TestUsageErrors(t *testing.T) {
 		{"dev argument", []string{"dev", "extra"}, "ipfence dev: unexpected argument \"extra\": dev takes flags only\nsee 'ipfence dev --help'\n"},
 		{"dev nodes", []string{"dev", "--nodes", "0"}, "ipfence dev: --nodes: 0 is not between 1 and 64\nsee 'ipfence dev --help'\n"},
 		{"doctor without --address", []string{"doctor"}, "ipfence doctor: --address is required\nsee 'ipfence doctor --help'\n"},
-		{"ctl without endpoint", []string{"ctl", "status"}, "ipfence ctl: --endpoint and --token-file are required\nsee 'ipfence ctl --help'\n"},
+		{"ctl without endpoint", []string{"ctl", "status"}, "ipfence ctl: --endpoint and --token-file are required (under mutual TLS, --cert, --key and --ca may stand in for --token-file)\nsee 'ipfence ctl --help'\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
