@@ -38,7 +38,9 @@ import (
 //     first-committer-wins holds: no two transactions that write the same key
 //     overlap (one commits before the other's snapshot is taken). Any such
 //     choice is a run of start and commit points (put each start just after
-//     the commit that ends its snapshot), and every run gives such a choice.
+//     the commit that ends its snapshot), and every run gives such a choice;
+//   - read committed (Adya's PL-2) and read atomic (Cerone, Bernardi and
+//     Gotsman's RA): see readCommitted and readAtomic.
 //
 // Histories are small (at most six transactions over two or three keys)
 // so trying every order is cheap.
