@@ -29,9 +29,9 @@
 // test started, on a monotonic clock. Next and Update are never called
 // concurrently. The interpreter does exactly this:
 //
-//  1. Ask: call g.Next(ctx) with ctx = Context{Time: now, Threads: n,
-//     Free: the free threads in ascending order (NemesisThread, when free,
-//     first)}. Replace g by the returned generator, whatever the status: a
+//  1. Ask: call g.Next(ctx) with ctx = Context{Seed: the run's seed,
+//     Time: now, Threads: n, Free: the free threads in ascending order
+//     (NemesisThread, when free, first)}. Replace g by the returned generator, whatever the status: a
 //     Pending generator may have started a clock (Sleep, TimeLimit) that
 //     must not restart.
 //  2. On Ready: op.Thread must be in ctx.Free and op.Time >= ctx.Time;
