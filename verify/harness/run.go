@@ -195,7 +195,7 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	}
 	defer cancelSetup()
 	if err := protect("the nemesis's Setup", func() error { return nem.Setup(setupCtx) }); err != nil {
-		return out, errors.Join(fmt.Errorf("nemesis setup: %w", err), heal())
+		return out, failSetup(out, fmt.Errorf("nemesis setup: %w", err), heal())
 	}
 	nodes := t.Nodes
 	if len(nodes) == 0 {
@@ -210,7 +210,7 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 		return err
 	})
 	if err != nil {
-		return out, errors.Join(fmt.Errorf("client setup: %w", err), heal())
+		return out, failSetup(out, fmt.Errorf("client setup: %w", err), heal())
 	}
 	cancelSetup()
 
@@ -362,6 +362,20 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 		return out, ctx.Err()
 	}
 	return out, nil
+}
+
+// failSetup ends a run whose setup failed: the faults were healed (healErr
+// says how that went), and results.json says unknown, with why, so the
+// store never holds a run folder without a verdict.
+func failSetup(out *Outcome, err, healErr error) error {
+	err = errors.Join(err, healErr)
+	out.Verdict = linear.Unknown
+	out.Problems = []string{err.Error()}
+	out.Results = checker.Result{Valid: linear.Unknown, Fields: map[string]any{"harness_errors": out.Problems}}
+	if werr := writeJSON(out.Dir, ResultsFile, out.Results); werr != nil {
+		err = errors.Join(err, fmt.Errorf("store: %w", werr))
+	}
+	return err
 }
 
 // checkTimeout is how long the checkers may take (see Test.TimeLimit).

@@ -463,3 +463,26 @@ func TestTrapTypedFailure(t *testing.T) {
 		t.Fatal("the failure is not a *checker.Failure")
 	}
 }
+
+type panicSetup struct{ countingNemesis }
+
+func (n *panicSetup) Setup(context.Context) error { panic("setup broke") }
+
+// A panic while setting up ends the run with an error, after healing, and
+// results.json says unknown with the panic's text.
+func TestTrapPanicInSetup(t *testing.T) {
+	nem := &panicSetup{}
+	tt := test(t, newReplicas(), mustLookup("register"), 0)
+	tt.Nemesis = nem
+	out, err := harness.Run(t.Context(), tt)
+	if err == nil || !strings.Contains(err.Error(), "the nemesis's Setup panicked: setup broke") {
+		t.Fatalf("err = %v", err)
+	}
+	if nem.teardown.Load() != 1 || out.Verdict != linear.Unknown || len(out.Problems) != 1 {
+		t.Fatalf("healed %d times, verdict %v, problems %q", nem.teardown.Load(), out.Verdict, out.Problems)
+	}
+	b, err := os.ReadFile(filepath.Join(out.Dir, harness.ResultsFile))
+	if err != nil || !strings.Contains(string(b), `"valid": "unknown"`) || !strings.Contains(string(b), "setup broke") {
+		t.Fatalf("results.json: %v %s", err, b)
+	}
+}
