@@ -314,16 +314,17 @@ func TestCaptureOnPrem(t *testing.T) {
 					t.Errorf("%s: %v %v", name, cs[name].Valid, cs[name].Fields)
 				}
 			}
-			// The ops counted are the history's client invokes (how many
-			// there are depends on the machine's speed; stats being true
-			// says every kind of operation succeeded).
+			// The ops counted include every client invoke of the history
+			// (and the nemesis's; how many there are depends on the
+			// machine's speed; stats being true says every kind of
+			// operation succeeded).
 			invokes := 0
 			for _, e := range out.Events {
 				if e.Process >= 0 && e.Type == history.Invoke {
 					invokes++
 				}
 			}
-			if out.Ops != invokes || invokes == 0 {
+			if out.Ops < invokes || invokes == 0 {
 				t.Errorf("%d ops, %d client invokes in the history", out.Ops, invokes)
 			}
 			for _, f := range []string{"history.jsonl", "results.json", "responders.json", "timeline.html", "h1/ipfence.log", "h1/keepalived/keepalived.log"} {

@@ -55,9 +55,10 @@ func runDefault(t *testing.T, unfenced bool) (map[string]checker.Result, *harnes
 		t.Fatalf("history.jsonl: %v, %d events of %d", err, len(h.Events), len(out.Events))
 	}
 	// What the workload guarantees whatever the machine's speed (counts
-	// of operations depend on it and are not asserted): the ops invoked
-	// are the history's client invokes, every kind of operation was
-	// invoked, and each drain is undone by an undrain of the same node.
+	// of operations depend on it and are not asserted): every client
+	// invoke in the history was counted (Ops counts the nemesis's too),
+	// every kind of operation was invoked, and each drain is undone by an
+	// undrain of the same node.
 	invoked := map[string]int{}
 	var pending []string
 	for _, e := range out.Events {
@@ -79,7 +80,7 @@ func runDefault(t *testing.T, unfenced bool) (map[string]checker.Result, *harnes
 	for _, n := range invoked {
 		total += n
 	}
-	if out.Ops != total || invoked["read"] == 0 || invoked["status"] == 0 || invoked["drain"] == 0 || invoked["undrain"] < invoked["drain"] {
+	if out.Ops < total || invoked["read"] == 0 || invoked["status"] == 0 || invoked["drain"] == 0 || invoked["undrain"] < invoked["drain"] {
 		t.Errorf("%d ops, invoked %v", out.Ops, invoked)
 	}
 	if len(pending) > 0 {
