@@ -151,7 +151,7 @@ func (p *parsed) check(ctx context.Context, o Options, start time.Time) *Result 
 
 	res := &Result{Workload: o.Workload, Consistency: o.Consistency}
 	res.Incomplete = p.findCycles(ctx, g, vs, an, prohibited, o.SearchBudget)
-	p.cycleExists(g, an, o.Consistency)
+	p.cycleExists(g, an, o.Consistency, len(res.Incomplete) > 0 || ctx.Err() != nil)
 
 	committed := 0
 	for t := range p.txns {
@@ -417,10 +417,15 @@ var cycleSubgraphs = []struct {
 // subgraph proves a cycle exists, classified or not. Only models the
 // checked one implies are looked at, and only when no anomaly found rules
 // them out already.
-func (p *parsed) cycleExists(g *graph, an *anomalies, model string) {
+//
+// The subgraphs are looked at only when some search was cut short: every
+// cycle of one holds a simple cycle of a class the model forbids (for the
+// extensions, see cycleSubgraphs), which the named searches find when they
+// run to the end, so then the fallback has nothing to add.
+func (p *parsed) cycleExists(g *graph, an *anomalies, model string, cut bool) {
 	within := closure([]string{model}, func(m string) []string { return implies[m] })
 	for _, cs := range cycleSubgraphs {
-		if !within[cs.model] {
+		if !within[cs.model] || !cut {
 			continue
 		}
 		not, also := Boundary(foundTypes(an))

@@ -176,7 +176,10 @@ func (g *graph) extensionSCCs(a, b rel) [][]int32 {
 	}
 	// local numbers the transactions of the outer components; state 0 is
 	// "arrived by b" (must leave by a), state 1 "arrived by a".
-	local := map[int32]int32{}
+	local := make([]int32, g.n)
+	for i := range local {
+		local[i] = -1
+	}
 	var nodes []int32
 	for _, c := range outer {
 		for _, v := range c {
@@ -188,8 +191,8 @@ func (g *graph) extensionSCCs(a, b rel) [][]int32 {
 	for i, v := range nodes {
 		lv := int32(i)
 		for j := g.off[v]; j < g.off[v+1]; j++ {
-			lw, ok := local[g.to[j]]
-			if !ok {
+			lw := local[g.to[j]]
+			if lw < 0 {
 				continue
 			}
 			r := g.rels[j]
