@@ -121,6 +121,11 @@ func Check(ctx context.Context, file string, h *history.History, opt Options) (*
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	if err := model.SpecError(parts); err != nil {
+		// The model's own code failed while the search stepped it (a
+		// model.Funcs Step that panicked): no verdict can be trusted.
+		res.Valid, res.Reason = linear.Unknown, err.Error()
+	}
 	r := &Report{
 		File: file, Model: opt.Model.Name(), Valid: res.Valid, Reason: res.Reason,
 		Ops: len(ops), Partitions: len(parts), CheckNS: elapsed.Nanoseconds(),
@@ -129,7 +134,7 @@ func Check(ctx context.Context, file string, h *history.History, opt Options) (*
 	for _, p := range res.Partitions {
 		r.Configs += p.Visited
 	}
-	if i := res.FirstFailure(); i >= 0 {
+	if i := res.FirstFailure(); i >= 0 && res.Valid == linear.False {
 		r.Failure = r.failure(i)
 	}
 	return r, nil
