@@ -51,45 +51,45 @@ func TestAvailability(t *testing.T) {
 		},
 		{
 			// The planted bug's harm: a stale unassign strips the holder at
-			// 12 s, and the address is on no NIC until 21.5 s: 2 s inside
-			// the pause, 7.5 s outside it.
+			// 12 s, and the address is on no NIC until 24.5 s: 2 s inside
+			// the pause, 10.5 s outside it.
 			name: "outage outside faults is a failure",
 			mutations: []mutationRecord{
 				rec(1, "assign-secondary-ip", "eni-n1", a, 1, ""),
 				rec(12, "unassign-secondary-ip", "eni-n1", a, 1, ""),
-				rec(21.5, "assign-secondary-ip", "eni-n3", a, 3, ""),
+				rec(24.5, "assign-secondary-ip", "eni-n3", a, 3, ""),
 			},
-			reads:    append(append(readNone(0, a, 12.5), readNone(1, a, 20)...), readNone(0, a, 23)...),
+			reads:    append(append(readNone(0, a, 12.5), readNone(1, a, 20)...), readNone(0, a, 26)...),
 			valid:    linear.False,
-			noHolder: 9500, inside: 2000, outside: 7500,
-			words: []string{"10.0.1.10 had no holder from 12.000s to 21.500s (9.5s: 7.5s outside fault windows); 2 reads found none, over the 3s bound"},
+			noHolder: 12500, inside: 2000, outside: 10500,
+			words: []string{"10.0.1.10 had no holder from 12.000s to 24.500s (12.5s: 10.5s outside fault windows); 2 reads found none, over the 10s bound"},
 		},
 		{
 			// The desired holder paused: the address waits for it inside
-			// the fault and is taken 2.5 s after the heal. Reported, not a
+			// the fault and is taken 8.2 s after the heal. Reported, not a
 			// failure.
 			name: "outage inside a fault and briefly after",
 			mutations: []mutationRecord{
 				rec(1, "assign-secondary-ip", "eni-n1", a, 1, ""),
 				rec(11, "unassign-secondary-ip", "eni-n1", a, 2, ""),
-				rec(16.5, "assign-secondary-ip", "eni-n2", a, 2, ""),
+				rec(22.2, "assign-secondary-ip", "eni-n2", a, 2, ""),
 			},
 			valid:    linear.True,
-			noHolder: 5500, inside: 3000, outside: 2500,
+			noHolder: 11200, inside: 3000, outside: 8200,
 		},
 		{
-			// b loses its only NIC at 30 s and the record ends at 34 s
-			// with b still on none: 4 s outside faults.
+			// b loses its only NIC at 30 s and the record ends at 41 s
+			// with b still on none: 11 s outside faults.
 			name: "open outage at the end of the record",
 			mutations: []mutationRecord{
 				rec(1, "assign-secondary-ip", "eni-n1", a, 1, ""),
 				rec(1, "assign-secondary-ip", "eni-n1", b, 1, ""),
 				rec(30, "unassign-secondary-ip", "eni-n1", b, 1, ""),
-				rec(34, "ensure-forwarding-enabled", "eni-n1", a, 1, ""),
+				rec(41, "ensure-forwarding-enabled", "eni-n1", a, 1, ""),
 			},
 			valid:    linear.False,
-			noHolder: 4000, outside: 4000,
-			words: []string{"10.0.1.11 had no holder from 30.000s to the end of the record (4s: 4s outside fault windows), over the 3s bound"},
+			noHolder: 11000, outside: 11000,
+			words: []string{"10.0.1.11 had no holder from 30.000s to the end of the record (11s: 11s outside fault windows), over the 10s bound"},
 		},
 		{
 			// Two NICs held a (a broken provider); one letting go leaves

@@ -336,7 +336,7 @@ func TestSummaryExplainsFailure(t *testing.T) {
 			"fence": {Valid: linear.False, Fields: map[string]any{"stale_actions_executed": 8,
 				"findings": stale, "findings_total": 8}},
 			"availability": {Valid: linear.False, Fields: map[string]any{"no_holder_ms": 9281.0, "episodes": 1, "outside_faults_ms": 3900.0,
-				"findings":       []string{"10.0.1.10 had no holder from 12.619s to 21.900s (9.281s: 3.9s outside fault windows); 201 reads found none, over the 3s bound"},
+				"findings":       []string{"10.0.1.10 had no holder from 12.619s to 21.900s (9.281s: 3.9s outside fault windows); 201 reads found none, over the 10s bound"},
 				"findings_total": 1}},
 			"convergence": {Valid: linear.True, Fields: map[string]any{"convergence_s": 0.0}},
 			"failover":    {Valid: linear.True, Fields: map[string]any{"failovers": 0}},
@@ -363,7 +363,7 @@ fence false:
   mutation 19 at 12.641s: unassign-secondary-ip 10.0.1.12 on eni-n2 at epoch 3, after epoch 4
   and 5 more
 availability false:
-  10.0.1.10 had no holder from 12.619s to 21.900s (9.281s: 3.9s outside fault windows); 201 reads found none, over the 3s bound
+  10.0.1.10 had no holder from 12.619s to 21.900s (9.281s: 3.9s outside fault windows); 201 reads found none, over the 10s bound
 linear false:
   address 10.0.1.11: no order of the operations gets past op 540 (the provider): unassign from "eni-n1" at epoch 2, in state held by "eni-n1" at epoch 3
 Open next: ` + dir + `/timeline.html, ` + dir + `/linear.html, ` + dir + `/results.json (every finding)
