@@ -22,7 +22,7 @@
 //	advertise: http://127.0.0.1:7001    # the URL peers use; default http://<listen>, https with tls
 //	data_dir: /var/lib/ipfence/n1       # required; the bbolt file is <data_dir>/state.db
 //	peers:                              # the other nodes
-//	  - {name: n2, url: http://127.0.0.1:7002}
+//	  - {name: n2, url: http://127.0.0.1:7002}   # each its own URL, never this node's
 //	federation:                         # required, with secret_file or tls
 //	  secret_file: secret               # HMAC-SHA256 key, at least 32 bytes once trimmed; not world-readable
 //	  # tls: {cert_file: node.crt, key_file: node.key, ca_file: ca.crt}   # mutual TLS instead

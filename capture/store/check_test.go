@@ -194,7 +194,7 @@ func TestTruncatedFilesRefused(t *testing.T) {
 // later.
 func TestFlippedBytesNeverCrash(t *testing.T) {
 	src := populated(t)
-	seeds := 40
+	seeds := 24
 	if n, err := strconv.Atoi(os.Getenv("IPFENCE_FLIP_SEEDS")); err == nil {
 		seeds = n
 	}
