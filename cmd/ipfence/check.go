@@ -41,19 +41,21 @@ func checkNames() []string {
 // "searching" means the work honours the deadline itself.
 type fileCheck func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (v linear.Verdict, asJSON any, summary string, after func() error, err error)
 
-// parseHistory parses a file's contents, warning about a torn last line.
-func parseHistory(file string, data []byte, format history.Format, warn io.Writer) (*history.History, error) {
+// parseHistory parses a file's contents within a bound on the memory the
+// events take, warning about a torn last line. It returns the events'
+// estimated memory too.
+func parseHistory(file string, data []byte, format history.Format, maxParsed int64, warn io.Writer) (*history.History, int64, error) {
 	start := time.Now()
-	h, err := history.Parse(file, data, format)
+	h, size, err := history.ParseLimited(file, data, format, maxParsed)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	slog.Debug("read history", "file", file, "format", h.Format, "events", len(h.Events), "took", time.Since(start))
 	if h.TornLine > 0 {
 		fmt.Fprintf(warn, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
 			file, h.TornLine, len(h.Events))
 	}
-	return h, nil
+	return h, size, nil
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
@@ -107,6 +109,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	maxBytes, err := parseBytes(*maxMem)
+	if err != nil {
+		return usageErr("--max-memory: %v", err)
+	}
+	// The parsed events may take half the bound; the search the rest.
+	maxParsed := maxBytes / 2
 	var check fileCheck
 	switch {
 	case *modelName == isolation.ListAppend || *modelName == isolation.RWRegister:
@@ -125,7 +133,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		opt := isolation.Options{Workload: *modelName, Consistency: *consistency, SequentialKeys: *seqKeys, LinearizableKeys: *linKeys}
-		check = isolationCheck(opt, *dotDir)
+		check = isolationCheck(opt, *dotDir, maxParsed)
 	case slices.Contains(workload.Names(), *modelName):
 		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
 			return c
@@ -137,7 +145,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			return usageErr("--group-size: %d is negative", *groupSize)
 		}
 		opt := workload.Options{BankTotal: *bankTotal, BankAllowNegative: *negative, LongForkGroupSize: *groupSize}
-		check = workloadCheck(*modelName, opt)
+		check = workloadCheck(*modelName, opt, maxParsed)
 	default:
 		m, err := model.Lookup(*modelName)
 		if err != nil {
@@ -162,13 +170,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			return usageErr("--max-memory: %v", err)
 		}
 		slog.Debug("bounds", "max_memory", opt.MaxMemory)
-		check = linearCheck(opt, *htmlOut, len(files))
+		check = linearCheck(opt, *htmlOut, len(files), maxParsed)
 	}
 
-	maxBytes, err := parseBytes(*maxMem)
-	if err != nil {
-		return usageErr("--max-memory: %v", err)
-	}
 	lim := inputLimits(maxBytes)
 	if stdout == io.Writer(os.Stdout) {
 		// The process's own command: the collector is told the bound
@@ -186,8 +190,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", o.err)
 			var le *history.LimitError
 			if errors.As(o.err, &le) {
-				fmt.Fprintf(stderr, "ipfence check: (--max-memory %s bounds the input to %s and each line to %s; raise it to read more)\n",
-					*maxMem, history.Size(lim.MaxBytes), history.Size(lim.MaxLine))
+				if le.Parsed {
+					fmt.Fprintf(stderr, "ipfence check: (--max-memory %s leaves half, %s, to the parsed history; raise it to read more)\n",
+						*maxMem, history.Size(maxParsed))
+				} else {
+					fmt.Fprintf(stderr, "ipfence check: (--max-memory %s bounds the input to %s and each line to %s; raise it to read more)\n",
+						*maxMem, history.Size(lim.MaxBytes), history.Size(lim.MaxLine))
+				}
 			}
 			exit = exitError
 			continue
@@ -254,12 +263,6 @@ func peakRSS() (int64, bool) {
 func inputLimits(maxMem int64) history.Limits {
 	b := max(maxMem/16, 1)
 	return history.Limits{MaxBytes: b, MaxLine: max(b/4, 1)}
-}
-
-// inputShare is how much of --max-memory a history of n bytes is taken to
-// hold once parsed, and so is not left to the search.
-func inputShare(n int, maxMem int64) int64 {
-	return min(int64(n)*8, maxMem/2)
 }
 
 // fileOutcome is how one file's check went.
@@ -350,15 +353,15 @@ func checkFile(file string, timeout time.Duration, lim history.Limits, modelName
 }
 
 // linearCheck checks linearizability.
-func linearCheck(opt lincheck.Options, htmlOut string, inputs int) fileCheck {
+func linearCheck(opt lincheck.Options, htmlOut string, inputs int, maxParsed int64) fileCheck {
 	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
 		phase("parsing")
-		h, err := parseHistory(file, data, format, warn)
+		h, size, err := parseHistory(file, data, format, maxParsed, warn)
 		if err != nil {
 			return 0, nil, "", nil, err
 		}
 		// The parsed history shares the memory bound with the search.
-		opt.MaxMemory -= inputShare(len(data), opt.MaxMemory)
+		opt.MaxMemory -= size
 		data = nil
 		phase("searching")
 		r, err := lincheck.Check(ctx, file, h, opt)
@@ -393,7 +396,7 @@ type isolationResult struct {
 
 // isolationCheck checks a transactional history against a consistency
 // model.
-func isolationCheck(opt isolation.Options, dotDir string) fileCheck {
+func isolationCheck(opt isolation.Options, dotDir string, maxParsed int64) fileCheck {
 	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
 		// The fast reader does not stop at the deadline, but it is linear
 		// in the input, which --max-memory bounds; the cycle searches stop
@@ -410,7 +413,7 @@ func isolationCheck(opt isolation.Options, dotDir string) fileCheck {
 			r, err = isolation.CheckJSONL(ctx, file, data, opt)
 		} else {
 			var h *history.History
-			if h, err = parseHistory(file, data, format, warn); err != nil {
+			if h, _, err = parseHistory(file, data, format, maxParsed, warn); err != nil {
 				return 0, nil, "", nil, err
 			}
 			r, err = isolation.Check(ctx, h, opt)
@@ -577,10 +580,10 @@ func writeDOT(dir, file string, r *isolation.Result) error {
 }
 
 // workloadCheck runs one of the Jepsen workload checkers.
-func workloadCheck(name string, opt workload.Options) fileCheck {
+func workloadCheck(name string, opt workload.Options, maxParsed int64) fileCheck {
 	return func(_ context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
 		phase("parsing")
-		h, err := parseHistory(file, data, format, warn)
+		h, _, err := parseHistory(file, data, format, maxParsed, warn)
 		if err != nil {
 			return 0, nil, "", nil, err
 		}

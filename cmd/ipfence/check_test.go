@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/verify/history"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -379,7 +380,18 @@ func TestCheckBoundedInput(t *testing.T) {
 	big := write(t, "big.jsonl", strings.Repeat(validJSONL, 1000))
 	truncEDN := write(t, "trunc.edn", "[{:process 0 :type :invoke :f :read :value nil}\n {:process 0 :type :ok :f :read :va")
 	truncJSON := write(t, "trunc.json", `[{"process":0,"type":"invoke","f":"read","value":null},`+"\n"+`{"process":0,"type":"ok","f":"re`)
+	// Values that grow when parsed: 200 nested lists in 440 bytes, 8,096
+	// bytes once parsed, so that the 519th event passes the 4MiB left to
+	// the parse under --max-memory 8MiB.
+	nestedLine := `{"type":"ok","process":0,"value":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + "}\n"
+	nested := write(t, "nested.jsonl", strings.Repeat(nestedLine, 1000))
+	vector := write(t, "vector.edn", "["+strings.Repeat("{:process 0 :type :invoke :f :read :value nil}\n", 2000)+"]")
 	cases := []cliCase{
+		{"parsed size", []string{"check", "--max-memory", "8MiB", nested}, 3, nil,
+			[]string{nested + ":519: the events up to this line take more than 4MiB once parsed", "--max-memory 8MiB leaves half, 4MiB, to the parsed history"}},
+		{"parsed size, a larger bound", []string{"check", "--max-memory", "32MiB", nested}, 3, nil, []string{nested + ": event index 0: ok completion from process 0 has no open invoke"}},
+		{"EDN vector too large to parse whole", []string{"check", "--max-memory", "8MiB", vector}, 3, nil,
+			[]string{vector + ":1: the events up to this line take more than 4MiB once parsed"}},
 		{"/dev/zero", []string{"check", "/dev/zero"}, 3, nil, []string{"/dev/zero: is a character device, not a history file"}},
 		{"directory", []string{"check", t.TempDir()}, 3, nil, []string{"is a directory, not a history file"}},
 		{"long line", []string{"check", "--max-memory", "1MiB", long}, 3, nil,
@@ -454,4 +466,32 @@ func TestCheckMemoryBoundCoversModelStates(t *testing.T) {
 	if peak > 3*bound {
 		t.Errorf("peak resident memory %d MiB under --max-memory 64MiB", peak>>20)
 	}
+}
+
+// FuzzParseBytes: --max-memory's parser accepts exactly a positive
+// integer with an optional unit, never panics, never overflows, and reads
+// back what Size writes.
+func FuzzParseBytes(f *testing.F) {
+	for _, s := range []string{"4GiB", "512MiB", "100MB", "1048576", "0", "-1KiB", "9223372036854775807", "4 GiB", "GiB", "1.5GiB", "4611686018427387904B"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseBytes(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "is not a positive size") {
+				t.Fatalf("%q: %v", s, err)
+			}
+			return
+		}
+		if n <= 0 || n > 1<<62 {
+			t.Fatalf("%q read as %d", s, n)
+		}
+		back, err := parseBytes(history.Size(n))
+		if err != nil && !strings.HasSuffix(history.Size(n), " bytes") {
+			t.Fatalf("%q: %d renders as %q, which does not read back: %v", s, n, history.Size(n), err)
+		}
+		if err == nil && back != n {
+			t.Fatalf("%q: %d renders as %q, which reads back as %d", s, n, history.Size(n), back)
+		}
+	})
 }

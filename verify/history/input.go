@@ -104,10 +104,15 @@ type LimitError struct {
 	Limit int64
 	// Size is the input's size when it was known before reading; else 0.
 	Size int64
+	// Parsed says the bound is on the parsed events' memory
+	// (ParseLimited), reached at Line.
+	Parsed bool
 }
 
 func (e *LimitError) Error() string {
 	switch {
+	case e.Parsed:
+		return fmt.Sprintf("%s:%d: the events up to this line take more than %s once parsed, the most this reader takes", e.File, e.Line, Size(e.Limit))
 	case e.Line > 0:
 		return fmt.Sprintf("%s:%d: line %d is longer than %s, the longest line this reader takes", e.File, e.Line, e.Line, Size(e.Limit))
 	case e.Size > 0:

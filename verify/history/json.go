@@ -119,7 +119,7 @@ func describeToken(tok json.Token) string {
 // readJSONL reads one event object per line; blank lines are skipped. A
 // last line with no newline that is not even complete JSON is torn (see
 // History.TornLine): its line number is returned and it is left out.
-func readJSONL(data []byte) ([]Event, int, error) {
+func readJSONL(data []byte, m *meter) ([]Event, int, error) {
 	r := &jsonReader{data: data, li: newLineIndex(data)}
 	var events []Event
 	off := 0
@@ -149,6 +149,10 @@ func readJSONL(data []byte) ([]Event, int, error) {
 				l, c := r.li.pos(off + int(dec.InputOffset()) + bytes.Index(line[dec.InputOffset():], rest))
 				return nil, 0, &InputError{Line: l, Col: c, Msg: "unexpected text after the event object (JSON Lines holds one object per line)"}
 			}
+			l, _ := r.li.pos(off)
+			if err := m.add(&e, l); err != nil {
+				return nil, 0, err
+			}
 			events = append(events, e)
 		}
 		off = end + 1
@@ -157,7 +161,7 @@ func readJSONL(data []byte) ([]Event, int, error) {
 }
 
 // readJSONArray reads a JSON array of event objects.
-func readJSONArray(data []byte) ([]Event, error) {
+func readJSONArray(data []byte, m *meter) ([]Event, error) {
 	r := &jsonReader{data: data, li: newLineIndex(data)}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -172,6 +176,10 @@ func readJSONArray(data []byte) ([]Event, error) {
 	for dec.More() {
 		e, err := r.object(dec, 0, int64(len(events)))
 		if err != nil {
+			return nil, err
+		}
+		l, _ := r.li.pos(int(dec.InputOffset()))
+		if err := m.add(&e, l); err != nil {
 			return nil, err
 		}
 		events = append(events, e)

@@ -78,6 +78,24 @@ func ReadFile(name string, format Format) (*History, error) {
 // Parse parses a history held in memory; name is used in error messages. An
 // empty format means detect it from the content.
 func Parse(name string, data []byte, format Format) (*History, error) {
+	h, _, err := ParseLimited(name, data, format, 0)
+	return h, err
+}
+
+// ParseLimited is Parse with a bound on the memory the parsed events take
+// (an estimate, in bytes; 0 means none): a history beyond it is refused
+// with a *LimitError naming the line reached, as soon as the reader gets
+// there. It also returns the estimate. An EDN history written as one
+// vector is parsed whole before its events are read, which takes about
+// ednVectorFactor times its size: such a history larger than the bound
+// allows is refused before it is parsed.
+func ParseLimited(name string, data []byte, format Format, maxParsed int64) (*History, int64, error) {
+	m := &meter{max: maxParsed}
+	h, err := parse(name, data, format, m)
+	return h, m.used, err
+}
+
+func parse(name string, data []byte, format Format, m *meter) (*History, error) {
 	if format == "" {
 		f, err := Detect(data)
 		if err != nil {
@@ -90,13 +108,13 @@ func Parse(name string, data []byte, format Format) (*History, error) {
 	torn := 0
 	switch format {
 	case JSONL:
-		events, torn, err = readJSONL(data)
+		events, torn, err = readJSONL(data, m)
 	case JSON:
-		events, err = readJSONArray(data)
+		events, err = readJSONArray(data, m)
 	case EDN:
-		events, err = readEDN(data)
+		events, err = readEDN(data, m)
 	case JepsenLog:
-		events, err = readJepsenLog(data)
+		events, err = readJepsenLog(data, m)
 	default:
 		return nil, &InputError{File: name, Msg: fmt.Sprintf("unknown format %q; valid formats: %s", format, formatList())}
 	}
@@ -106,6 +124,11 @@ func Parse(name string, data []byte, format Format) (*History, error) {
 		err = &InputError{Msg: "the history holds no events; nothing to check"}
 	}
 	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			le.File = name
+			return nil, le
+		}
 		var ie *InputError
 		if errors.As(err, &ie) {
 			ie.File = name
