@@ -261,7 +261,14 @@ func (c *devCluster) start(name string, args ...string) (*devProc, error) {
 	case line := <-ready:
 		url, ok := strings.CutPrefix(line, "listening on ")
 		if !ok {
-			<-p.done
+			// Most often it has exited, on an error it logged; a process
+			// that printed something else first is not one dev can use.
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-p.done
+			}
 			why, _ := last.Load().(string)
 			return nil, fmt.Errorf("%s; its last log line: %q", p.err, why)
 		}

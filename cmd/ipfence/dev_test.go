@@ -186,6 +186,20 @@ func TestDevFailover(t *testing.T) {
 		}
 	}
 
+	// A node that cannot start says why, in its own words.
+	cfgPath := dir + "/" + victim + ".yaml"
+	good, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(good, "bogus: 1\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.typeLine("restart " + victim)
+	d.expect(fmt.Sprintf(`^\d\d:\d\d:\d\d\.\d{3}  %s did not start: exit status 3; its last log line: "ipfence serve: %s:\d+: bogus: unknown key`, victim, regexp.QuoteMeta(cfgPath)), time.Minute)
+	if err := os.WriteFile(cfgPath, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d.typeLine("restart " + victim)
 	m := d.expect(fmt.Sprintf(`^\d\d:\d\d:\d\d\.\d{3}  %s started: pid (\d+), (http://\S+)$`, victim), time.Minute)
 	if pid, _ := strconv.Atoi(m[1]); pid == pids[victim] || m[2] != urls[victim] {
