@@ -325,6 +325,11 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 		case int:
 			outs[o] = e.call(ctx, &rows[o])
 		case *group:
+			if o.kind == capture.EnableForwarding || o.kind == capture.DisableForwarding {
+				// One call sets the NIC's forwarding for every row.
+				e.callGroup(ctx, o, o.rows, rows, outs)
+				continue
+			}
 			for start := 0; start < len(o.rows); start += MaxBatch {
 				e.callGroup(ctx, o, o.rows[start:min(start+MaxBatch, len(o.rows))], rows, outs)
 			}

@@ -1,0 +1,149 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/executor"
+	"github.com/ipfence/ipfence/capture/policy"
+	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/aws"
+	"github.com/ipfence/ipfence/capture/store"
+)
+
+// calls counts the simulator's Query API calls by action.
+type calls struct {
+	next http.Handler
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (c *calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	form, _ := url.ParseQuery(string(body))
+	c.mu.Lock()
+	c.n[form.Get("Action")]++
+	c.mu.Unlock()
+	c.next.ServeHTTP(w, r)
+}
+
+// TestBatchedRun: 229 approved acquires (and a 230th gone stale) on one NIC, with their forwarding
+// rows, run as three assign calls (100 + 100 + 29), one forwarding call,
+// every row succeeds with what it observed, and the
+// simulator records each address at its own epoch; one row whose epoch
+// the line has passed is fenced at the claim and never reaches the
+// provider.
+func TestBatchedRun(t *testing.T) {
+	sim, err := cloudsim.New(cloudsim.Config{NICs: []string{"eni-a", "eni-b"}, Subnet: netip.MustParsePrefix("10.0.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &calls{next: sim, n: map[string]int{}}
+	srv := httptest.NewServer(cnt)
+	defer srv.Close()
+	drv, err := aws.New(t.Context(), aws.Options{Region: "us-east-1", Endpoint: srv.URL,
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Unix(1000, 0)
+	desired := map[capture.Key]string{}
+	var acts []capture.Action
+	var keys []capture.Key
+	for i := range 230 {
+		k := capture.Key{Pool: "web", Address: netip.AddrFrom4([4]byte{10, 0, byte(1 + i/200), byte(10 + i%200)}), Domain: "provider:aws:group:g"}
+		keys = append(keys, k)
+		desired[k] = "a"
+	}
+	if _, _, err := st.ReconcileEpochs(desired, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		acts = append(acts, capture.NewAction(capture.Assign, k, "aws", "eni-a", "a", 1, map[string]string{capture.ParamAllowReassignment: "true"}),
+			capture.NewAction(capture.EnableForwarding, k, "aws", "eni-a", "a", 1, nil))
+	}
+	if _, err := st.Import(acts, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AutoApprove(policy.AllowAll(1<<20), now, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The line moves past the last address's rows before they run.
+	last := keys[len(keys)-1]
+	if _, err := st.ObserveEpochs(map[capture.Key]capture.EpochRecord{last: {Epoch: 2, Holder: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	ex := &executor.Executor{Store: st, Providers: map[string]provider.Provider{"aws": drv}}
+	res, err := ex.Run(context.Background(), now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Claimed != 458 || res.Succeeded != 458 || res.Stale != 2 || res.Failed != 0 || len(res.Done) != 460 {
+		t.Fatalf("result %+v (%d done)", res, len(res.Done))
+	}
+	if got := cnt.n["AssignPrivateIpAddresses"]; got != 3 {
+		t.Errorf("%d assign calls for 229 addresses, want 3", got)
+	}
+	if got := cnt.n["ModifyNetworkInterfaceAttribute"]; got != 1 {
+		t.Errorf("%d forwarding calls for one NIC, want 1", got)
+	}
+	for _, d := range res.Done {
+		if d.Row.Key == last {
+			if d.Fenced == "" {
+				t.Errorf("the stale row %s was not fenced", d.Row.IdempotencyKey)
+			}
+			continue
+		}
+		// An acquire is observed right after its call, before the
+		// forwarding rows run.
+		want := "on eni-a, forwarding true"
+		if d.Row.Kind == capture.Assign {
+			want = "on eni-a, forwarding false"
+		}
+		if d.Err != nil || d.Row.Observed != want {
+			t.Fatalf("%s: err %v, observed %q", d.Row.IdempotencyKey, d.Err, d.Row.Observed)
+		}
+	}
+	rows, err := st.Rows(store.Filter{State: capture.Succeeded})
+	if err != nil || len(rows) != 458 {
+		t.Fatalf("%d succeeded rows in the journal (%v)", len(rows), err)
+	}
+	held, _ := st.Held()
+	if len(held) != 229 || held[keys[0]].Target != "eni-a" || !held[keys[0]].Confirmed {
+		t.Fatalf("held %d, first %+v", len(held), held[keys[0]])
+	}
+	assigned := 0
+	for _, m := range sim.Mutations() {
+		if m.Call == capture.Assign {
+			assigned++
+			if m.Epoch != 1 || m.IdempotencyKey != capture.IdempotencyKey("web", "aws", "eni-a", capture.Assign, m.Address, 1) {
+				t.Fatalf("mutation %+v", m)
+			}
+			if m.Address == last.Address {
+				t.Fatalf("the fenced address reached the provider: %+v", m)
+			}
+		}
+	}
+	if assigned != 229 {
+		t.Fatalf("%d assign mutations, want 229", assigned)
+	}
+}
