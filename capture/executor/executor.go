@@ -321,6 +321,28 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 		groups[k].rows = append(groups[k].rows, i)
 	}
 	for _, o := range order {
+		// Ready again right before each call, as for a row alone: a
+		// batch of calls that waits on the provider must not run past
+		// the pass's contact window.
+		if e.Ready != nil {
+			if err := e.Ready(); err != nil {
+				idx := []int{}
+				switch o := o.(type) {
+				case int:
+					idx = append(idx, o)
+				case *group:
+					idx = o.rows
+				}
+				for _, i := range idx {
+					if e.ReadyExempt == nil || !e.ReadyExempt(rows[i].Kind) {
+						outs[i].Err = fmt.Errorf("not called: %w", err)
+					} else {
+						outs[i] = e.call(ctx, &rows[i])
+					}
+				}
+				continue
+			}
+		}
 		switch o := o.(type) {
 		case int:
 			outs[o] = e.call(ctx, &rows[o])
@@ -331,7 +353,16 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 				continue
 			}
 			for start := 0; start < len(o.rows); start += MaxBatch {
-				e.callGroup(ctx, o, o.rows[start:min(start+MaxBatch, len(o.rows))], rows, outs)
+				part := o.rows[start:min(start+MaxBatch, len(o.rows))]
+				if e.Ready != nil && start > 0 {
+					if err := e.Ready(); err != nil {
+						for _, i := range part {
+							outs[i].Err = fmt.Errorf("not called: %w", err)
+						}
+						continue
+					}
+				}
+				e.callGroup(ctx, o, part, rows, outs)
 			}
 		}
 	}

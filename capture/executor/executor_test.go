@@ -3,12 +3,14 @@ package executor_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,14 +49,28 @@ func (c *calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // simulator records each address at its own epoch; one row whose epoch
 // the line has passed is fenced at the claim and never reaches the
 // provider.
-func TestBatchedRun(t *testing.T) {
+// batchEnv is a simulator behind a call counter, the AWS driver on it,
+// and a journal of 230 approved acquires with their forwarding rows, the
+// last address's gone stale.
+type batchEnv struct {
+	sim  *cloudsim.Server
+	cnt  *calls
+	drv  *aws.Driver
+	st   *store.Store
+	keys []capture.Key
+	last capture.Key
+	now  time.Time
+}
+
+func newBatchEnv(t *testing.T) *batchEnv {
+	t.Helper()
 	sim, err := cloudsim.New(cloudsim.Config{NICs: []string{"eni-a", "eni-b"}, Subnet: netip.MustParsePrefix("10.0.0.0/16")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cnt := &calls{next: sim, n: map[string]int{}}
 	srv := httptest.NewServer(cnt)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	drv, err := aws.New(t.Context(), aws.Options{Region: "us-east-1", Endpoint: srv.URL,
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), PollInterval: 5 * time.Millisecond})
 	if err != nil {
@@ -64,7 +80,7 @@ func TestBatchedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	now := time.Unix(1000, 0)
 	desired := map[capture.Key]string{}
 	var acts []capture.Action
@@ -92,6 +108,12 @@ func TestBatchedRun(t *testing.T) {
 	if _, err := st.ObserveEpochs(map[capture.Key]capture.EpochRecord{last: {Epoch: 2, Holder: "b"}}); err != nil {
 		t.Fatal(err)
 	}
+	return &batchEnv{sim: sim, cnt: cnt, drv: drv, st: st, keys: keys, last: last, now: now}
+}
+
+func TestBatchedRun(t *testing.T) {
+	e := newBatchEnv(t)
+	sim, cnt, drv, st, keys, last, now := e.sim, e.cnt, e.drv, e.st, e.keys, e.last, e.now
 	ex := &executor.Executor{Store: st, Providers: map[string]provider.Provider{"aws": drv}}
 	res, err := ex.Run(context.Background(), now, 0)
 	if err != nil {
@@ -145,5 +167,39 @@ func TestBatchedRun(t *testing.T) {
 	}
 	if assigned != 229 {
 		t.Fatalf("%d assign mutations, want 229", assigned)
+	}
+}
+
+// TestBatchedRunStopsWhenNotReady: Ready is asked again before every
+// batched call; once it refuses, the rows not yet called fail "not
+// called" and never reach the provider.
+func TestBatchedRunStopsWhenNotReady(t *testing.T) {
+	e := newBatchEnv(t)
+	ready := func() error {
+		e.cnt.mu.Lock()
+		defer e.cnt.mu.Unlock()
+		if e.cnt.n["AssignPrivateIpAddresses"] >= 1 {
+			return errors.New("paused")
+		}
+		return nil
+	}
+	ex := &executor.Executor{Store: e.st, Providers: map[string]provider.Provider{"aws": e.drv}, Ready: ready}
+	res, err := ex.Run(context.Background(), e.now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Succeeded != 100 || res.Failed != 358 || res.Stale != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	if got := e.cnt.n["AssignPrivateIpAddresses"]; got != 1 {
+		t.Fatalf("%d assign calls after Ready refused, want 1", got)
+	}
+	if got := e.cnt.n["ModifyNetworkInterfaceAttribute"]; got != 0 {
+		t.Fatalf("%d forwarding calls after Ready refused", got)
+	}
+	for _, d := range res.Done {
+		if d.Err != nil && !strings.Contains(d.Err.Error(), "not called: paused") {
+			t.Fatalf("%s: %v", d.Row.IdempotencyKey, d.Err)
+		}
 	}
 }
