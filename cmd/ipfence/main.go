@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if isHelp(args[0]) || args[0] == "help" {
-		if len(args) > 1 {
+		if len(args) > 1 && !isHelp(args[1]) && args[1] != "help" {
 			return run(append(slices.Clip(args[1:]), "--help"), stdout, stderr)
 		}
 		usage(stdout)
