@@ -639,21 +639,4 @@ func writeHTML(path string, r *lincheck.Report) error {
 }
 
 // parseBytes reads a size such as 4GiB, 512MiB, 100MB or 1048576.
-func parseBytes(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	num, mult := s, int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a positive size such as 4GiB, 512MiB or 1048576", s)
-	}
-	return n * mult, nil
-}
+func parseBytes(s string) (int64, error) { return history.ParseSize(s) }

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/testenv"
-	"github.com/ipfence/ipfence/verify/history"
 )
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -466,32 +465,4 @@ func TestCheckMemoryBoundCoversModelStates(t *testing.T) {
 	if peak > 3*bound {
 		t.Errorf("peak resident memory %d MiB under --max-memory 64MiB", peak>>20)
 	}
-}
-
-// FuzzParseBytes: --max-memory's parser accepts exactly a positive
-// integer with an optional unit, never panics, never overflows, and reads
-// back what Size writes.
-func FuzzParseBytes(f *testing.F) {
-	for _, s := range []string{"4GiB", "512MiB", "100MB", "1048576", "0", "-1KiB", "9223372036854775807", "4 GiB", "GiB", "1.5GiB", "4611686018427387904B"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := parseBytes(s)
-		if err != nil {
-			if !strings.Contains(err.Error(), "is not a positive size") {
-				t.Fatalf("%q: %v", s, err)
-			}
-			return
-		}
-		if n <= 0 || n > 1<<62 {
-			t.Fatalf("%q read as %d", s, n)
-		}
-		back, err := parseBytes(history.Size(n))
-		if err != nil && !strings.HasSuffix(history.Size(n), " bytes") {
-			t.Fatalf("%q: %d renders as %q, which does not read back: %v", s, n, history.Size(n), err)
-		}
-		if err == nil && back != n {
-			t.Fatalf("%q: %d renders as %q, which reads back as %d", s, n, history.Size(n), back)
-		}
-	})
 }

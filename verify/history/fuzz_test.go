@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -147,4 +148,32 @@ func (r *stepReader) Read(p []byte) (int, error) {
 	n := copy(p[:min(len(p), r.step)], r.data[r.off:])
 	r.off += n
 	return n, nil
+}
+
+// FuzzParseSize: ParseSize (--max-memory's parser) accepts exactly a positive
+// integer with an optional unit, never panics, never overflows, and reads
+// back what Size writes.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"4GiB", "512MiB", "100MB", "1048576", "0", "-1KiB", "9223372036854775807", "4 GiB", "GiB", "1.5GiB", "4611686018427387904B"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "is not a positive size") {
+				t.Fatalf("%q: %v", s, err)
+			}
+			return
+		}
+		if n <= 0 || n > 1<<62 {
+			t.Fatalf("%q read as %d", s, n)
+		}
+		back, err := ParseSize(Size(n))
+		if err != nil && !strings.HasSuffix(Size(n), " bytes") {
+			t.Fatalf("%q: %d renders as %q, which does not read back: %v", s, n, Size(n), err)
+		}
+		if err == nil && back != n {
+			t.Fatalf("%q: %d renders as %q, which reads back as %d", s, n, Size(n), back)
+		}
+	})
 }
