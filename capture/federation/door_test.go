@@ -634,3 +634,28 @@ func TestRejoinFrom(t *testing.T) {
 	go n.Run(ctx)
 	eventually(t, "a syncs on b's word", func() bool { ok, _ := n.Synced(); return ok })
 }
+
+// A lone node has no peer to learn from: a new state.db beside its
+// federation log (MarkUnsynced) leaves it synced, or it would stay passive
+// for good; a node with peers becomes unsynced.
+func TestMarkUnsyncedLoneNode(t *testing.T) {
+	lone, err := Open(Config{Node: "a", Path: filepath.Join(t.TempDir(), "a.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.Close()
+	if err := lone.MarkUnsynced(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := lone.Synced(); !ok {
+		t.Fatalf("a lone node marked unsynced: %s", why)
+	}
+	peered := openNode(t, filepath.Join(t.TempDir(), "b.db"), "a", nil)
+	defer peered.Close()
+	if err := peered.MarkUnsynced(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := peered.Synced(); ok {
+		t.Fatal("a node with peers stayed synced after MarkUnsynced")
+	}
+}

@@ -14,7 +14,10 @@ type MemberState struct {
 	Heard bool
 	// LastTime is its newest heartbeat's time (on its own clock).
 	LastTime int64
-	// Age is how far the group's time is past its newest heartbeat.
+	// Age is how far the group's time is past its newest heartbeat, never
+	// below zero: a member whose newest heartbeat is ahead of the group's
+	// time (the median) has just been heard, and a negative age would read
+	// as nonsense on a dashboard or in ctl.
 	Age time.Duration
 	// Stale: lastHeartbeat + TTL + promotion hold ≤ the group's time.
 	Stale bool
@@ -69,7 +72,7 @@ func Assess(s *State, nodes []string, t Timing, since int64) map[string]MemberSt
 		wait := int64(t.TTL) + int64(t.PromotionHold)
 		if hb, ok := s.Heartbeat(n); ok {
 			m.Heard, m.LastTime = true, hb.Time
-			m.Age = time.Duration(now - hb.Time)
+			m.Age = max(time.Duration(now-hb.Time), 0)
 			m.Stale = hb.Time+wait <= now
 		} else {
 			m.Stale = since+wait <= now

@@ -969,7 +969,11 @@ func (n *Node) syncedLocked() (bool, string) {
 func (n *Node) MarkUnsynced() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.synced {
+	if !n.synced || len(n.outbox) == 0 {
+		// A node with no peers has nobody to learn from: its own
+		// federation log is all there is of the cluster's records, so
+		// it stays synced (a lone node that lost that log too cannot
+		// tell it from a first start; see --epoch-floor).
 		return nil
 	}
 	// A new incarnation too: what a peer saw of the old one (see

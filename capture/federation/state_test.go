@@ -129,6 +129,9 @@ func TestLivenessStreamTime(t *testing.T) {
 	s.Apply(hb("c", 4, 3600_000*ms))
 	if m := Assess(s, nodes, timing, 0); m["a"].Stale || m["b"].Stale {
 		t.Fatalf("one clock ahead made others stale: %+v", m)
+	} else if m["c"].Age != 0 {
+		// c is an hour ahead of the median: just heard, not -1h old.
+		t.Fatalf("a member ahead of the group's time has age %v, want 0", m["c"].Age)
 	}
 	// b's clock stalls: it stops moving and is stale once the others are
 	// past its last heartbeat.
