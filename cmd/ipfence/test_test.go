@@ -107,7 +107,9 @@ func TestTestCaptureInterrupted(t *testing.T) {
 	}
 	bin := testenv.Binary(t)
 	store := t.TempDir()
-	// Seed 2 pauses n3 from 3 s to 7 s.
+	// Seed 2 pauses n2 from 3 s to 7 s. The interrupt is sent once the
+	// history shows the pause begun, not after a fixed delay: on a loaded
+	// machine the cluster may take longer than 3 s to start.
 	cmd := exec.Command(bin, "test", "capture", "--nemesis", "pause", "--seed", "2", "--store", store)
 	var out strings.Builder
 	cmd.Stdout = &out
@@ -115,7 +117,19 @@ func TestTestCaptureInterrupted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
+	paused := false
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && !paused; time.Sleep(100 * time.Millisecond) {
+		runs, _ := filepath.Glob(filepath.Join(store, "capture", "2*", "history.jsonl"))
+		for _, r := range runs {
+			if b, err := os.ReadFile(r); err == nil && strings.Contains(string(b), `"start-pause"`) {
+				paused = true
+			}
+		}
+	}
+	if !paused {
+		cmd.Process.Kill()
+		t.Fatal("the pause never began within 90 s")
+	}
 	cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -164,7 +178,7 @@ func TestTestCaptureInterrupted(t *testing.T) {
 			nem = append(nem, e.F+" "+history.Show(e.Value))
 		}
 	}
-	if strings.Join(nem, "; ") != `start-pause "n3"; teardown "healed"` {
+	if strings.Join(nem, "; ") != `start-pause "n2"; teardown "healed"` {
 		t.Fatalf("nemesis: %q", nem)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "results.json"))
