@@ -421,9 +421,6 @@ func (d *Daemon) ready() func() error {
 	start := time.Now()
 	window := d.cfg.Timing.HeartbeatTTL + d.cfg.Timing.PromotionHold
 	inContact := d.fed.InContact(window)
-	// Once the epoch records are replicated they stay so for the pass:
-	// nothing else moves this node's epochs until the next pass.
-	replicated := false
 	d.probe()
 	return func() error {
 		if err := d.unhealthy(); err != nil {
@@ -435,14 +432,15 @@ func (d *Daemon) ready() func() error {
 		if time.Since(start) > window {
 			return errPassTooLong
 		}
-		if !replicated {
-			if err := d.passive(); err != nil {
-				d.passiveWhy.Store(err.Error())
-				return err
-			}
-			replicated = true
-			d.passiveWhy.Store("")
+		// Against the federation's record as it is now, at every ask,
+		// never a result kept from earlier in the pass: peers' news of
+		// newer epochs that came in since (as right after a pause) must
+		// stop the calls still to come.
+		if err := d.passive(); err != nil {
+			d.passiveWhy.Store(err.Error())
+			return err
 		}
+		d.passiveWhy.Store("")
 		return nil
 	}
 }

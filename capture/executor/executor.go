@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/store"
 )
@@ -44,6 +45,18 @@ type Executor struct {
 	// address, which can never make a second holder, and a node that lost
 	// its VRRP authority must release even when cut off from its peers.
 	ReadyExempt func(capture.Kind) bool
+}
+
+// gated returns ctx carrying Ready for a driver to ask right before it
+// sends a change of kind k (see gate.WithReady), unless k is exempt. The
+// executor's own checks come before the driver's looks and before any
+// pause of the process between them and the send; the driver's is the one
+// that runs after.
+func (e *Executor) gated(ctx context.Context, k capture.Kind) context.Context {
+	if e.Ready == nil || (e.ReadyExempt != nil && e.ReadyExempt(k)) {
+		return ctx
+	}
+	return gate.WithReady(ctx, e.Ready)
 }
 
 // exempt says whether the row named by key runs without Ready.
@@ -383,14 +396,15 @@ func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []ca
 		reqs[j] = provider.Request{NIC: r.Target, Address: r.Address, Epoch: r.Epoch, IdempotencyKey: r.IdempotencyKey}
 	}
 	var err error
+	cctx := e.gated(ctx, g.kind)
 	switch g.kind {
 	case capture.Assign:
-		err = p.(Batcher).AssignMany(ctx, g.target, reqs, g.flag)
+		err = p.(Batcher).AssignMany(cctx, g.target, reqs, g.flag)
 	case capture.Unassign:
-		err = p.(Batcher).UnassignMany(ctx, g.target, reqs)
+		err = p.(Batcher).UnassignMany(cctx, g.target, reqs)
 	case capture.EnableForwarding, capture.DisableForwarding:
 		// The NIC's setting, once, under the first row's token.
-		err = p.SetForwarding(ctx, reqs[0], g.kind == capture.EnableForwarding)
+		err = p.SetForwarding(cctx, reqs[0], g.kind == capture.EnableForwarding)
 	}
 	obs := e.observeAll(ctx, p, rows, idx)
 	for j, i := range idx {
@@ -436,19 +450,20 @@ func (e *Executor) call(ctx context.Context, row *capture.Row) store.Outcome {
 	}
 	req := provider.Request{NIC: row.Target, Address: row.Address, Epoch: row.Epoch, IdempotencyKey: row.IdempotencyKey}
 	var err error
+	cctx := e.gated(ctx, row.Kind)
 	switch row.Kind {
 	case capture.Assign:
-		err = p.Assign(ctx, req, row.Params[capture.ParamAllowReassignment] == "true")
+		err = p.Assign(cctx, req, row.Params[capture.ParamAllowReassignment] == "true")
 	case capture.ProxyARPStart:
 		// Proxy-ARP has no atomic move: authority comes from elsewhere
 		// (VRRP), so the provider is asked only to start answering.
-		err = p.Assign(ctx, req, false)
+		err = p.Assign(cctx, req, false)
 	case capture.Unassign, capture.ProxyARPStop:
-		err = p.Unassign(ctx, req)
+		err = p.Unassign(cctx, req)
 	case capture.EnableForwarding:
-		err = p.SetForwarding(ctx, req, true)
+		err = p.SetForwarding(cctx, req, true)
 	case capture.DisableForwarding:
-		err = p.SetForwarding(ctx, req, false)
+		err = p.SetForwarding(cctx, req, false)
 	default:
 		err = fmt.Errorf("unknown action kind %q", row.Kind)
 	}

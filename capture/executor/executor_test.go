@@ -20,6 +20,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/executor"
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/policy"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
@@ -201,5 +202,65 @@ func TestBatchedRunStopsWhenNotReady(t *testing.T) {
 		if d.Err != nil && !strings.Contains(d.Err.Error(), "not called: paused") {
 			t.Fatalf("%s: %v", d.Row.IdempotencyKey, d.Err)
 		}
+	}
+}
+
+// TestBatchedRunRechecksAtTheSend: the node stops inside the driver's
+// look before the first batched assign (AssignMany describes the
+// addresses first), after every check of the executor's own has passed,
+// and the cluster moves past its epochs meanwhile. The driver asks Ready
+// again right before it sends, finds it refusing, and sends nothing: no
+// assign or forwarding call reaches the provider, every row fails as not
+// sent, and the simulator records no mutation.
+func TestBatchedRunRechecksAtTheSend(t *testing.T) {
+	e := newBatchEnv(t)
+	asked := 0
+	ready := func() error {
+		asked++
+		e.cnt.mu.Lock()
+		defer e.cnt.mu.Unlock()
+		// The pause and the cluster's move both fall within the first
+		// describe: once it was served, the pass is stale.
+		if e.cnt.n["DescribeNetworkInterfaces"] >= 1 {
+			return errors.New("epoch records moved on")
+		}
+		return nil
+	}
+	ex := &executor.Executor{Store: e.st, Providers: map[string]provider.Provider{"aws": e.drv}, Ready: ready}
+	res, err := ex.Run(context.Background(), e.now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Succeeded != 0 || res.Failed != 458 || res.Stale != 2 {
+		t.Fatalf("succeeded %d, failed %d, stale %d; want 0, 458, 2", res.Succeeded, res.Failed, res.Stale)
+	}
+	if got := e.cnt.n["AssignPrivateIpAddresses"]; got != 0 {
+		t.Fatalf("%d assign calls sent after Ready refused at the send, want 0", got)
+	}
+	if got := e.cnt.n["ModifyNetworkInterfaceAttribute"]; got != 0 {
+		t.Fatalf("%d forwarding calls after Ready refused", got)
+	}
+	if ms := e.sim.Mutations(); len(ms) != 0 {
+		t.Fatalf("%d mutations reached the provider, first %+v", len(ms), ms[0])
+	}
+	sentinel := 0
+	for _, d := range res.Done {
+		if d.Fenced != "" {
+			continue
+		}
+		if d.Err == nil || !strings.Contains(d.Err.Error(), "epoch records moved on") {
+			t.Fatalf("%s: %v", d.Row.IdempotencyKey, d.Err)
+		}
+		if errors.Is(d.Err, gate.ErrNotReady) {
+			sentinel++
+		}
+	}
+	// The first batch (100 addresses) was refused by the driver; the
+	// rest by the executor before their calls.
+	if sentinel != 100 {
+		t.Fatalf("%d rows refused at the driver's send, want 100", sentinel)
+	}
+	if asked < 4 {
+		t.Fatalf("Ready asked %d times, want the claim's, the calls', the group's and the send's", asked)
 	}
 }

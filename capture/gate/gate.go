@@ -6,6 +6,8 @@
 package gate
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ipfence/ipfence/capture"
@@ -34,4 +36,38 @@ func holderName(h string) string {
 		return "nobody"
 	}
 	return h
+}
+
+// readyKey is the context key of the readiness check WithReady attaches.
+type readyKey struct{}
+
+// WithReady returns ctx carrying the node's readiness check, for a driver
+// to ask with Ready as the last thing before it sends a change. The
+// executor asks readiness before a call too, but a driver may look first
+// (a describe, pages of one, backoff) and a paused process may stop
+// anywhere in between: only a check made right before the send, after any
+// pause, sees the time the pause took and the epoch records that moved
+// meanwhile.
+func WithReady(ctx context.Context, ready func() error) context.Context {
+	if ready == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, readyKey{}, ready)
+}
+
+// ErrNotReady wraps the readiness check's error when a driver refused to
+// send a change: the provider was not called.
+var ErrNotReady = errors.New("not sent: this node is not ready to act")
+
+// Ready asks the readiness check ctx carries: nil when it carries none or
+// the check passes, else the check's error wrapped in ErrNotReady.
+func Ready(ctx context.Context) error {
+	f, _ := ctx.Value(readyKey{}).(func() error)
+	if f == nil {
+		return nil
+	}
+	if err := f(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -38,5 +40,32 @@ func TestCheck(t *testing.T) {
 	}
 	if got := Check(act(capture.Assign, "a", 2), capture.EpochRecord{Epoch: 2}, true); got != "acquire for a, but the holder at epoch 2 is nobody" {
 		t.Errorf("no holder: %q", got)
+	}
+}
+
+func TestReady(t *testing.T) {
+	if err := Ready(context.Background()); err != nil {
+		t.Fatalf("no check carried: %v", err)
+	}
+	if err := Ready(WithReady(context.Background(), nil)); err != nil {
+		t.Fatalf("nil check: %v", err)
+	}
+	n := 0
+	ctx := WithReady(context.Background(), func() error {
+		n++
+		if n > 1 {
+			return errors.New("pass too long")
+		}
+		return nil
+	})
+	if err := Ready(ctx); err != nil {
+		t.Fatalf("first ask: %v", err)
+	}
+	err := Ready(ctx)
+	if !errors.Is(err, ErrNotReady) || err.Error() != "not sent: this node is not ready to act: pass too long" {
+		t.Fatalf("second ask: %v", err)
+	}
+	if n != 2 {
+		t.Fatalf("check asked %d times, want 2 (never cached)", n)
 	}
 }

@@ -31,8 +31,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 )
 
@@ -106,11 +108,27 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	return &Driver{client: client, opts: o}, nil
 }
 
-// mutation makes a call that is tried once and carries the fencing token.
+// readyCheck asks the readiness check the call's context carries (see
+// gate.WithReady) as the last step before the request is sent: after the
+// driver's own looks, after signing, after any pause of the process. A
+// node paused between the executor's check and the send wakes here, finds
+// its pass too old or its epoch records moved on, and sends nothing.
+func readyCheck(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("IpfenceReady",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if err := gate.Ready(ctx); err != nil {
+				return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+			}
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
+}
+
+// mutation makes a call that is tried once, asks readiness right before
+// it is sent, and carries the fencing token.
 func mutation(req provider.Request) func(*ec2.Options) {
 	return func(eo *ec2.Options) {
 		eo.RetryMaxAttempts = 1
-		eo.APIOptions = append(eo.APIOptions,
+		eo.APIOptions = append(eo.APIOptions, readyCheck,
 			smithyhttp.SetHeaderValue(HeaderEpoch, strconv.FormatUint(uint64(req.Epoch), 10)),
 			smithyhttp.SetHeaderValue(HeaderIdempotencyKey, req.IdempotencyKey))
 		if req.Address.IsValid() {
@@ -203,7 +221,7 @@ func batchStamp(reqs []provider.Request) func(*ec2.Options) {
 	}
 	return func(eo *ec2.Options) {
 		eo.RetryMaxAttempts = 1
-		eo.APIOptions = append(eo.APIOptions,
+		eo.APIOptions = append(eo.APIOptions, readyCheck,
 			smithyhttp.SetHeaderValue(HeaderEpoch, strings.Join(epochs, ",")),
 			smithyhttp.SetHeaderValue(HeaderIdempotencyKey, strings.Join(keys, ",")))
 	}
@@ -372,6 +390,9 @@ func (d *Driver) Describe(ctx context.Context, addr netip.Addr) (provider.Observ
 func mapError(call string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if errors.Is(err, gate.ErrNotReady) {
+		return fmt.Errorf("%s: %w", call, err)
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) {

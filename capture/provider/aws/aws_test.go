@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
 	"github.com/ipfence/ipfence/capture/provider/providertest"
@@ -379,5 +381,61 @@ func TestBatches(t *testing.T) {
 	}
 	if obs[addrs[0]].NIC != "eni-b" || obs[addrs[1]].NIC != "eni-b" || obs[addrs[2]].NIC != "" {
 		t.Fatalf("after the move and the release: %+v", obs)
+	}
+}
+
+// TestMutationsAskReadyLast: a change is sent only if the readiness check
+// the context carries (gate.WithReady) passes right before the send, after
+// the driver's own looks. The check is made to refuse from the moment the
+// simulator served the first describe, as for a node paused inside that
+// look while the cluster moved past its epochs: Assign and AssignMany
+// describe first and then send nothing, Unassign, UnassignMany and
+// SetForwarding send nothing, and every error wraps gate.ErrNotReady.
+// Reads are not gated, and with a passing check the changes go through.
+func TestMutationsAskReadyLast(t *testing.T) {
+	e := newEnv(t, []string{"eni-a", "eni-b"})
+	a1, a2 := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11")
+	r1 := provider.Request{NIC: "eni-a", Address: a1, Epoch: 1, IdempotencyKey: "k1"}
+	r2 := provider.Request{NIC: "eni-a", Address: a2, Epoch: 1, IdempotencyKey: "k2"}
+	paused := func() error {
+		if e.cnt.count("DescribeNetworkInterfaces") >= 1 {
+			return errors.New("paused past the contact window")
+		}
+		return nil
+	}
+	ctx := gate.WithReady(t.Context(), paused)
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Assign", func() error { return e.drv.Assign(ctx, r1, false) }},
+		{"AssignMany", func() error { return e.drv.AssignMany(ctx, "eni-a", []provider.Request{r1, r2}, false) }},
+		{"Unassign", func() error { return e.drv.Unassign(ctx, r1) }},
+		{"UnassignMany", func() error { return e.drv.UnassignMany(ctx, "eni-a", []provider.Request{r1, r2}) }},
+		{"SetForwarding", func() error { return e.drv.SetForwarding(ctx, r1, true) }},
+	}
+	for _, c := range calls {
+		err := c.call()
+		if !errors.Is(err, gate.ErrNotReady) || !strings.Contains(err.Error(), "paused past the contact window") {
+			t.Fatalf("%s: %v, want the readiness refusal", c.name, err)
+		}
+	}
+	if n := e.cnt.count("DescribeNetworkInterfaces"); n < 2 {
+		t.Fatalf("%d describes: Assign and AssignMany look before they send", n)
+	}
+	for _, action := range []string{"AssignPrivateIpAddresses", "UnassignPrivateIpAddresses", "ModifyNetworkInterfaceAttribute"} {
+		if n := e.cnt.count(action); n != 0 {
+			t.Fatalf("%d %s calls sent while not ready", n, action)
+		}
+	}
+	if ms := e.sim.Mutations(); len(ms) != 0 {
+		t.Fatalf("%d mutations while not ready, first %+v", len(ms), ms[0])
+	}
+	ok := gate.WithReady(t.Context(), func() error { return nil })
+	if err := e.drv.AssignMany(ok, "eni-a", []provider.Request{r1, r2}, false); err != nil {
+		t.Fatal(err)
+	}
+	if ms := e.sim.Mutations(); len(ms) != 2 || ms[0].Address != a1 || ms[1].Address != a2 {
+		t.Fatalf("mutations with a passing check: %+v", ms)
 	}
 }
