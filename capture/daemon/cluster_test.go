@@ -33,6 +33,9 @@ type settings struct {
 	// before, when set, runs once the configurations are written and
 	// before any node starts (to mount a data folder, say).
 	before func(dir string)
+	// via, when set, gives the provider endpoint node's configuration
+	// names, given the simulator's URL (a proxy in front of it, say).
+	via func(node, sim string) string
 }
 
 // cluster is a simulator and nodes running as real processes on loopback.
@@ -105,7 +108,11 @@ func (c *cluster) config(i int, s settings) string {
 			fmt.Fprintf(&b, "  - name: %s\n    url: http://127.0.0.1:%d\n", n, c.ports[j])
 		}
 	}
-	fmt.Fprintf(&b, "federation:\n  secret_file: secret\n  max_body: 64KiB\nproviders:\n  sim:\n    type: cloudsim\n    endpoint: %s\n", c.sim)
+	endpoint := c.sim
+	if s.via != nil {
+		endpoint = s.via(c.names[i], c.sim)
+	}
+	fmt.Fprintf(&b, "federation:\n  secret_file: secret\n  max_body: 64KiB\nproviders:\n  sim:\n    type: cloudsim\n    endpoint: %s\n", endpoint)
 	b.WriteString("pools:\n  - name: web\n    provider: sim\n    group: g1\n    addresses: [")
 	for k, a := range c.addrs {
 		if k > 0 {
