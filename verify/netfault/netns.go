@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Netns is a test network of one network namespace per node, joined by a
@@ -34,6 +36,9 @@ type Netns struct {
 
 	mu     sync.Mutex
 	closed bool
+	// lock is the prefix's lock file, flocked while this Netns lives
+	// (see claimPrefix); Close releases it last.
+	lock *os.File
 	// What Close must remove, in that order; an item leaves its list once
 	// removed, so a Close that failed halfway can be called again.
 	hostLink   string
@@ -73,6 +78,18 @@ func NewNetns(prefix string, nodes []string) (*Netns, error) {
 	}
 	if n.nftPath, err = exec.LookPath("nft"); err != nil {
 		return nil, fmt.Errorf("netfault: program nft (nftables): %w", err)
+	}
+	// Networks of processes that died before Close go first: their
+	// namespaces would otherwise stay until the machine reboots.
+	_ = SweepOrphans()
+	if n.lock, err = claimPrefix(prefix); err != nil {
+		return nil, err
+	}
+	// Holding the lock, nothing named <prefix>-... belongs to a live
+	// Netns: a namespace of that name was left by a run that died.
+	if err := Sweep(prefix); err != nil {
+		n.releasePrefix()
+		return nil, fmt.Errorf("netfault: removing what a dead run with prefix %q left: %w", prefix, err)
 	}
 	if err := n.build(); err != nil {
 		if cerr := n.Close(); cerr != nil {
@@ -383,6 +400,105 @@ func (n *Netns) Close() error {
 		}
 		return true
 	})
+	// The prefix stays claimed while anything of it is left, so that a
+	// repeated Close, not another run, removes the rest.
+	if len(errs) == 0 {
+		n.releasePrefix()
+	}
+	return errors.Join(errs...)
+}
+
+// lockDir holds one lock file per prefix in use, <prefix>.lock, flocked by
+// the process whose Netns uses it. The kernel drops a flock when its
+// process dies, however it dies (SIGKILL at a test timeout included): a
+// lock file nobody holds marks a prefix whose namespaces, if any, a dead
+// run left.
+const lockDir = "/run/netfault"
+
+// claimPrefix takes the prefix's lock, waiting a little for a sweeper that
+// holds it briefly (SweepOrphans of another process), and fails naming the
+// holder when a live Netns has it.
+func claimPrefix(prefix string) (*os.File, error) {
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return nil, fmt.Errorf("netfault: lock directory: %w", err)
+	}
+	path := lockDir + "/" + prefix + ".lock"
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("netfault: lock of prefix %q: %w", prefix, err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			// A sweeper may have removed the file between our open and
+			// our flock: a lock on an unlinked file guards nothing.
+			if fi, serr := f.Stat(); serr == nil {
+				if pi, perr := os.Stat(path); perr == nil && os.SameFile(fi, pi) {
+					_ = f.Truncate(0)
+					_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+					return f, nil
+				}
+			}
+			f.Close()
+			continue
+		}
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("netfault: lock of prefix %q: %w", prefix, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("netfault: prefix %q is in use by a live process (pid %s, lock %s)", prefix, strings.TrimSpace(string(holder)), path)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// releasePrefix removes and unlocks the prefix's lock file.
+func (n *Netns) releasePrefix() {
+	if n.lock == nil {
+		return
+	}
+	_ = os.Remove(n.lock.Name())
+	_ = n.lock.Close()
+	n.lock = nil
+}
+
+// SweepOrphans removes the networks whose process died before Close: for
+// every lock file in /run/netfault that no live process holds, the
+// prefix's namespaces (Sweep) and the lock file. Networks of live
+// processes are left alone. NewNetns calls it.
+func SweepOrphans() error {
+	entries, err := os.ReadDir(lockDir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("netfault: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		prefix, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !nameRE.MatchString(prefix) {
+			continue
+		}
+		path := lockDir + "/" + e.Name()
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close() // a live Netns holds it
+			continue
+		}
+		if err := Sweep(prefix); err != nil {
+			errs = append(errs, err)
+		} else {
+			_ = os.Remove(path)
+		}
+		f.Close()
+	}
 	return errors.Join(errs...)
 }
 

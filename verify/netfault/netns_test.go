@@ -23,17 +23,27 @@ func TestMain(m *testing.M) {
 		runAgent(os.Stdin, os.Stdout)
 		os.Exit(0)
 	case "hold":
-		os.Exit(hold(os.Getenv(prefixEnv)))
+		os.Exit(hold(os.Getenv(prefixEnv), false))
+	case "hold-unlocked":
+		os.Exit(hold(os.Getenv(prefixEnv), true))
 	}
 	os.Exit(m.Run())
 }
 
 // hold creates a network and keeps it until killed, for TestNetnsSweep.
-func hold(prefix string) int {
+// Unlocked, it removes its prefix's lock file (it keeps the lock itself),
+// so that when it is killed it leaves namespaces with no lock file, as a
+// run of a version without lock files did: SweepOrphans in other test
+// processes cannot find them, and only Sweep, or a NewNetns of the same
+// prefix, removes them.
+func hold(prefix string, unlocked bool) int {
 	n, err := NewNetns(prefix, []string{"n1", "n2"})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
+	}
+	if unlocked {
+		_ = os.Remove(n.lock.Name())
 	}
 	fmt.Println("ready", n.hostLink)
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
@@ -268,27 +278,29 @@ func TestNetnsSubnets(t *testing.T) {
 	}
 }
 
-// TestNetnsFailedCreate makes NewNetns fail halfway, on a namespace that
-// exists already, and checks that it removed what it had made and nothing
-// else.
+// TestNetnsFailedCreate makes NewNetns fail halfway, on a node whose
+// namespace name is too long for a file name (after the bridge and n1 are
+// made), and checks that it removed what it had made. (A namespace of the
+// prefix that exists already no longer makes it fail: no live Netns holds
+// the prefix, so that namespace is a dead run's, and NewNetns removes it;
+// TestNetnsReplacesDeadRun.)
 func TestNetnsFailedCreate(t *testing.T) {
 	requireNetns(t)
 	prefix := testPrefix("c")
-	squatter := prefix + "-n2"
-	if out, err := exec.Command("ip", "netns", "add", squatter).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", squatter, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", squatter).Run() })
-	n, err := NewNetns(prefix, []string{"n1", "n2", "n3"})
+	long := strings.Repeat("x", 255)
+	n, err := NewNetns(prefix, []string{"n1", long, "n3"})
 	if err == nil {
 		_ = n.Close()
-		t.Fatal("NewNetns succeeded over an existing namespace")
+		t.Fatal("NewNetns succeeded with a namespace name too long for a file")
 	}
-	if !strings.Contains(err.Error(), squatter) {
-		t.Errorf("error does not name the namespace in the way: %v", err)
+	if !strings.Contains(err.Error(), "ip netns add "+prefix+"-"+long) {
+		t.Errorf("error does not name the namespace it could not make: %v", err)
 	}
-	if left := leftovers(t, prefix); len(left) != 1 || left[0] != squatter {
-		t.Errorf("after the failed NewNetns: namespaces %v, want only %s", left, squatter)
+	if left := leftovers(t, prefix); len(left) != 0 {
+		t.Errorf("after the failed NewNetns: namespaces %v, want none", left)
+	}
+	if _, err := os.Stat(lockDir + "/" + prefix + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("after the failed NewNetns, the lock file: %v", err)
 	}
 	after, err := exec.Command("ip", "-o", "link", "show").Output()
 	if err != nil {
@@ -355,17 +367,17 @@ func TestNetnsHelperFailMidway(t *testing.T) {
 	t.Fatal("planned failure")
 }
 
-// TestNetnsSweep kills a process holding a network, as a crash would, and
-// removes what it left with Sweep.
-func TestNetnsSweep(t *testing.T) {
-	requireNetns(t)
-	prefix := testPrefix("s")
+// startHolder starts a process that holds a network of prefix (mode
+// "hold" or "hold-unlocked") and returns it and its root-side link once
+// the network is up; a clean-up kills it and sweeps the prefix.
+func startHolder(t *testing.T, mode, prefix string) (*exec.Cmd, string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), helperEnv+"=hold", prefixEnv+"="+prefix)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, prefixEnv+"="+prefix)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -378,18 +390,34 @@ func TestNetnsSweep(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = Sweep(prefix) })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = stdin.Close()
+		_ = Sweep(prefix)
+		_ = os.Remove(lockDir + "/" + prefix + ".lock")
+	})
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	f := strings.Fields(line)
 	if len(f) != 2 || f[0] != "ready" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 		t.Fatalf("holder said %q", line)
 	}
-	link := f[1]
+	return cmd, f[1]
+}
+
+// kill kills the holder as a crash (or a test binary's timeout) would.
+func kill(cmd *exec.Cmd) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	_ = stdin.Close()
+}
+
+// TestNetnsSweep kills a process holding a network, as a crash would, and
+// removes what it left with Sweep.
+func TestNetnsSweep(t *testing.T) {
+	requireNetns(t)
+	prefix := testPrefix("s")
+	cmd, link := startHolder(t, "hold-unlocked", prefix)
+	kill(cmd)
 	if left := leftovers(t, prefix); len(left) != 3 || !linkExists(link) {
 		t.Fatalf("after the kill: namespaces %v, link %s exists %v", left, link, linkExists(link))
 	}
@@ -398,5 +426,70 @@ func TestNetnsSweep(t *testing.T) {
 	}
 	if left := leftovers(t, prefix); len(left) != 0 || linkExists(link) {
 		t.Errorf("after Sweep: namespaces %v, link %s exists %v", left, link, linkExists(link))
+	}
+}
+
+// A network whose run died is replaced by the next NewNetns of its
+// prefix: before, that failed with "Cannot create namespace file
+// /run/netns/<prefix>-br: File exists".
+func TestNetnsReplacesDeadRun(t *testing.T) {
+	requireNetns(t)
+	prefix := testPrefix("d")
+	cmd, link := startHolder(t, "hold-unlocked", prefix)
+	kill(cmd)
+	if left := leftovers(t, prefix); len(left) != 3 {
+		t.Fatalf("after the kill: namespaces %v", left)
+	}
+	n, err := NewNetns(prefix, []string{"n1", "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if linkExists(link) && link != n.hostLink {
+		t.Errorf("the dead run's link %s is still there", link)
+	}
+	// The new network carries traffic: n1 connects to n2.
+	a1, a2 := startAgent(t, n, "n1"), startAgent(t, n, "n2")
+	to := n.IP("n2") + ":7000"
+	a2.expect("ok "+to, "listen %s", to)
+	a1.expect("ok", "dial c %s 2000", to)
+	a1.expect("ok hi", "send c hi 2000")
+	a1.expect("ok", "close c")
+	a1.stop()
+	a2.stop()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(t, prefix); len(left) != 0 {
+		t.Errorf("after Close: namespaces %v", left)
+	}
+	if _, err := os.Stat(lockDir + "/" + prefix + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("after Close, the lock file: %v", err)
+	}
+}
+
+// A prefix a live process holds is refused, naming that process, and its
+// network is left alone; once the process is killed, SweepOrphans removes
+// what it left, lock file included.
+func TestNetnsPrefixOfLiveRun(t *testing.T) {
+	requireNetns(t)
+	prefix := testPrefix("l")
+	cmd, link := startHolder(t, "hold", prefix)
+	_, err := NewNetns(prefix, []string{"n1", "n2"})
+	if want := fmt.Sprintf("netfault: prefix %q is in use by a live process (pid %d, lock %s/%s.lock)", prefix, cmd.Process.Pid, lockDir, prefix); err == nil || err.Error() != want {
+		t.Fatalf("NewNetns of a held prefix: %v, want %s", err, want)
+	}
+	if left := leftovers(t, prefix); len(left) != 3 || !linkExists(link) {
+		t.Fatalf("the live run's network: namespaces %v, link %s exists %v", left, link, linkExists(link))
+	}
+	kill(cmd)
+	// Another test process may sweep it first; either way it is gone.
+	if err := SweepOrphans(); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(t, prefix); len(left) != 0 || linkExists(link) {
+		t.Errorf("after SweepOrphans: namespaces %v, link %s exists %v", left, link, linkExists(link))
+	}
+	if _, err := os.Stat(lockDir + "/" + prefix + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("after SweepOrphans, the lock file: %v", err)
 	}
 }
