@@ -286,36 +286,10 @@ func startListening(ctx context.Context, cmd *exec.Cmd, name string, logf *os.Fi
 	if st := cmd.ProcessState; st != nil && st.Exited() {
 		why += fmt.Sprintf(", %v", werr)
 	}
-	if t := logTail(logf.Name(), 3); t != "" {
+	if t := nemesis.LogTail(logf.Name(), 3); t != "" {
 		why += ": " + t
 	}
 	return "", fmt.Errorf("%s %s; see %s", name, why, logf.Name())
-}
-
-// logTail returns the last n lines of the log at path (read from its
-// last 8 KiB), joined by " | ", for errors that must carry what a
-// process said before it died.
-func logTail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const window = 8 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > window {
-		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, window))
-	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // startNode starts node n and waits until it answers.

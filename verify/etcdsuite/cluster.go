@@ -3,7 +3,6 @@ package etcdsuite
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -207,11 +206,11 @@ func (c *cluster) waitReady(ctx context.Context, node string) error {
 			return nil
 		}
 		if !c.Running(node) {
-			return fmt.Errorf("etcd member %s exited: %s; see %s", node, logTail(c.logPath(node), 3), c.logPath(node))
+			return fmt.Errorf("etcd member %s exited: %s; see %s", node, nemesis.LogTail(c.logPath(node), 3), c.logPath(node))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("etcd member %s did not serve within %v (%v): %s; see %s", node, startTimeout, err, logTail(c.logPath(node), 3), c.logPath(node))
+			return fmt.Errorf("etcd member %s did not serve within %v (%v): %s; see %s", node, startTimeout, err, nemesis.LogTail(c.logPath(node), 3), c.logPath(node))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -266,7 +265,7 @@ func (c *cluster) Restart(ctx context.Context, node string) error {
 			return nil
 		}
 		if !c.Running(node) {
-			return fmt.Errorf("etcd member %s exited after restart: %s; see %s", node, logTail(c.logPath(node), 3), c.logPath(node))
+			return fmt.Errorf("etcd member %s exited after restart: %s; see %s", node, nemesis.LogTail(c.logPath(node), 3), c.logPath(node))
 		}
 		select {
 		case <-ctx.Done():
@@ -304,28 +303,3 @@ func (n meshNet) Partition(_ context.Context, g netfault.Grudge) error {
 }
 
 func (n meshNet) Heal(context.Context) error { n.m.Heal(); return nil }
-
-// logTail returns the last n lines of the log at path (from its last
-// 8 KiB), joined by " | ": what a member said before it died.
-func logTail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const window = 8 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > window {
-		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, window))
-	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
-}

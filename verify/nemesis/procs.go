@@ -3,8 +3,10 @@ package nemesis
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -120,4 +122,30 @@ func (p *Procs) Pid(node string) (int, bool) {
 		return 0, false
 	}
 	return pr.cmd.Process.Pid, true
+}
+
+// LogTail returns the last n lines of the log at path (read from its last
+// 8 KiB), joined by " | ": what a process said before it died, for the
+// errors that report it. A log that cannot be read gives "".
+func LogTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const window = 8 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, window))
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }

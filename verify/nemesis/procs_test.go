@@ -3,6 +3,7 @@ package nemesis
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,5 +81,20 @@ func waitProcState(t *testing.T, pid int, want string) {
 			t.Fatalf("process %d in state %s, want %s", pid, procState(t, pid), want)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n1.log")
+	// More than the 8 KiB window: only the end is read, blank lines skipped.
+	body := strings.Repeat("padding line\n", 1000) + "listening\n\nbind: address already in use\n  exit 1  \n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := LogTail(path, 3), "listening | bind: address already in use | exit 1"; got != want {
+		t.Fatalf("LogTail = %q, want %q", got, want)
+	}
+	if got := LogTail(filepath.Join(t.TempDir(), "missing.log"), 3); got != "" {
+		t.Fatalf("LogTail of a missing log = %q", got)
 	}
 }
