@@ -8,7 +8,10 @@
 // retry of an old acquire could take the address back from a newer holder;
 // reads are retried with backoff; after an acquire the driver describes the
 // address until it is visible on the NIC or a deadline passes, since EC2
-// remaps asynchronously. The epoch and idempotency key travel in the
+// remaps asynchronously. A change is sent only if the readiness check its
+// context carries (gate.WithReady) passes as the request's last step
+// before the send, after the driver's own looks: a node paused in between
+// rechecks when it wakes. The epoch and idempotency key travel in the
 // X-Ipfence-Epoch and X-Ipfence-Idempotency-Key headers: EC2 ignores them,
 // the simulator records them.
 package aws
