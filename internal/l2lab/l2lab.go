@@ -56,7 +56,12 @@ import (
 type Options struct {
 	// Prefix names the lab's namespaces (<Prefix>-h1, <Prefix>-obs,
 	// <Prefix>-wl-h1, ...), so netfault.Sweep(Prefix) removes what a killed
-	// test left. Empty picks a prefix unique to this process and lab.
+	// test left. Empty picks a prefix unique to this process and lab. A
+	// lab holds its prefix while it lives (netfault's lock): New removes
+	// what a dead run of the same prefix left, and fails when a live
+	// process holds the prefix, so labs that may run at once (test
+	// binaries of different packages) need prefixes of their own, such
+	// as ones with the pid.
 	Prefix string
 	// Hosts is the number of hosts, h1..hN: 1 to MaxHosts.
 	Hosts int

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/l2lab"
+	"github.com/ipfence/ipfence/internal/testenv"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
 
@@ -234,5 +235,50 @@ func TestClose(t *testing.T) {
 	}
 	if err := l.ServeWorkload("h1", 7002); err == nil {
 		t.Fatal("ServeWorkload after Close: no error")
+	}
+}
+
+// TestStaleLab builds a lab over what a killed run of the same prefix left
+// (namespaces for the bridge, a host and a workload, nobody holding the
+// prefix): before, New failed with "ip netns add <prefix>-br: ...
+// File exists". The stale namespaces go, the lab works.
+func TestStaleLab(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (network namespaces)")
+	}
+	prefix := fmt.Sprintf("l2stale%d", os.Getpid())
+	for _, ns := range []string{prefix + "-br", prefix + "-h1", prefix + "-wl-h1"} {
+		run(t, exec.Command("ip", "netns", "add", ns))
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	l := l2lab.ForTest(t, l2lab.Options{Prefix: prefix, Hosts: 1})
+	if err := l.ServeWorkload("h1", 7003); err != nil {
+		t.Fatal(err)
+	}
+	// The route the driver would add: the workload is then reachable
+	// from h1 itself.
+	run(t, l.Command("h1", "ip", "route", "add", l.Address().String()+"/32", "via", l.WorkloadNextHop("h1").String(), "dev", l.WorkloadDevice("h1")))
+	err := l.Do("h1", func() error {
+		c, err := net.DialTimeout("tcp4", net.JoinHostPort(l.Address().String(), "7003"), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		b, err := io.ReadAll(c)
+		if err != nil || string(b) != "h1" {
+			return fmt.Errorf("read %q, %v; want h1", b, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(run(t, exec.Command("ip", "netns", "list"))) {
+		if strings.HasPrefix(line, prefix+"-") {
+			t.Errorf("namespace left after Close: %s", line)
+		}
 	}
 }
