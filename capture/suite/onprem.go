@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfence/ipfence/capture/vrrp"
@@ -32,8 +33,15 @@ type onpremOptions struct {
 	vip     bool
 	// garpRepeat is the delay of ipfence's second GARP burst (0: none).
 	garpRepeat time.Duration
-	prefix     string
+	// prefix tags the lab's namespaces ("op" when empty); startOnPrem
+	// adds this process's pid and a sequence number, so that test
+	// binaries running at once, or labs one after another in a process,
+	// never share a name.
+	prefix string
 }
+
+// onpremSeq numbers the labs of this process.
+var onpremSeq atomic.Uint64
 
 // onprem is ipfence on premises, in an L2 lab: every host runs
 // keepalived (unicast peers, priorities falling from h1) and, unless
@@ -65,6 +73,7 @@ func startOnPrem(ctx context.Context, o onpremOptions) (c *onprem, err error) {
 	if o.prefix == "" {
 		o.prefix = "op"
 	}
+	o.prefix = fmt.Sprintf("%s%d-%d", o.prefix, os.Getpid(), onpremSeq.Add(1))
 	lab, err := l2lab.New(l2lab.Options{Prefix: o.prefix, Hosts: o.hosts})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ package suite
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +17,10 @@ import (
 	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testenv"
 	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
+	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
 
@@ -118,16 +121,26 @@ func waitMAC(t testing.TB, c *onprem, n *l2lab.Neighbours, host string, since ti
 // answers, for up to limit.
 func reach(t testing.TB, c *onprem, host string, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
+	reachBy(t, c, host, time.Now(), time.Now().Add(limit))
+}
+
+// reachBy connects from the observer until the workload behind host
+// answers, and fails t if none of the attempts started by deadline did.
+// It makes one attempt at least, also when the deadline has passed by the
+// time it is called (a loaded machine that stalled the test between two
+// steps): the attempt says whether the observer reaches host, and only a
+// failed one is a failure. since is what the failure counts from.
+func reachBy(t testing.TB, c *onprem, host string, since, deadline time.Time) {
+	t.Helper()
 	var got string
 	var err error
-	for time.Now().Before(deadline) {
+	for first := true; first || time.Now().Before(deadline); first = false {
 		if got, err = c.lab.Fetch(workloadPort, 500*time.Millisecond); err == nil && got == host {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("the observer reached %q (%v), want %s, within %s", got, err, host, limit)
+	t.Fatalf("the observer reached %q (%v), want %s, within %s (%s after, the last attempt included)", got, err, host, deadline.Sub(since), time.Since(since))
 }
 
 // doctor runs `ipfence doctor` in the observer and returns its exit
@@ -216,7 +229,9 @@ func TestOnPremPartitionAndHeal(t *testing.T) {
 			t.Fatal(err)
 		}
 		took := waitMAC(t, c, n, "h1", healed, time.Second)
-		reach(t, c, "h1", time.Second-time.Since(healed)+100*time.Millisecond)
+		// Within 1.1 s of the heal: a deadline, not a duration
+		// computed after waitMAC, which a stall could make negative.
+		reachBy(t, c, "h1", healed, healed.Add(time.Second+100*time.Millisecond))
 		worst = max(worst, time.Since(healed))
 		t.Logf("heal %d: the observer follows h1 in %v", i+1, took)
 		time.Sleep(neighLocktime)
@@ -288,11 +303,12 @@ func TestCaptureOnPrem(t *testing.T) {
 	testenv.Program(t, "keepalived")
 	for _, c := range []struct {
 		nemesis []string
+		seed    uint64
 		valid   bool
-	}{{[]string{"partition"}, false}, {[]string{"kill"}, true}} {
+	}{{[]string{"partition"}, onpremPartitionSeed, false}, {[]string{"kill"}, 2, true}} {
 		t.Run(c.nemesis[0], func(t *testing.T) {
 			out, err := Run(t.Context(), Options{
-				Binary: testenv.Binary(t), Provider: "onprem", Netns: true, Nemesis: c.nemesis, Seed: 2,
+				Binary: testenv.Binary(t), Provider: "onprem", Netns: true, Nemesis: c.nemesis, Seed: c.seed,
 				TimeLimit: 20 * time.Second, Store: t.TempDir(), Command: []string{"ipfence", "test", "capture", "--provider", "onprem"},
 			})
 			if err != nil {
@@ -306,8 +322,38 @@ func TestCaptureOnPrem(t *testing.T) {
 				if out.Verdict != linear.True || dual != 0 {
 					t.Fatalf("verdict %v, dual-responder time %d ms", out.Verdict, dual)
 				}
-			} else if sh.Valid != linear.False || dual <= 0 || out.Verdict != linear.False {
-				t.Fatalf("a partition of a master left no second responder: %v %d ms", sh.Valid, dual)
+			} else {
+				// The run's own history shows the master cut off (the
+				// schedule is what TestOnPremPartitionSchedule says).
+				hosts := []string{"h1", "h2", "h3"}
+				cut := false
+				for _, e := range out.Events {
+					if e.Process == history.Nemesis && e.Type == history.Invoke && e.F == "start-partition" {
+						if g, err := nemesis.Grudge(hosts, e.Value); err == nil && isolates(g, "h1", hosts) {
+							cut = true
+						}
+					}
+				}
+				if !cut {
+					t.Fatalf("seed %d: no partition in the history cut the master h1 off", c.seed)
+				}
+				if sh.Valid != linear.False || dual <= 0 || out.Verdict != linear.False {
+					t.Fatalf("a partition of a master left no second responder: %v %d ms", sh.Valid, dual)
+				}
+				// The second responder answers beside the cut-off
+				// master, h1: a host cut off alone while h1 keeps a
+				// majority (h3 in the halves) becomes VRRP master but
+				// captures nothing, since its epoch record reaches no
+				// peer.
+				eps, _ := sh.Fields["dual_responder_episodes"].([]string)
+				if len(eps) == 0 {
+					t.Fatalf("dual-responder time %d ms with no episode listed", dual)
+				}
+				for _, ep := range eps {
+					if !strings.HasPrefix(ep, "h1+") && !strings.Contains(ep, "+h1 ") {
+						t.Errorf("dual-responder episode %q: h1, the master cut off, is not one of them", ep)
+					}
+				}
 			}
 			for _, name := range []string{"convergence", "stats"} {
 				if cs[name].Valid != linear.True {
@@ -333,5 +379,57 @@ func TestCaptureOnPrem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// onpremPartitionSeed is the seed of the on-premises partition run: its
+// schedule isolates the master h1 (TestOnPremPartitionSchedule).
+const onpremPartitionSeed = 15
+
+// masterCutOff lists the partitions of the on-premises schedule for seed
+// (three hosts, a run of limit; the generator runOnPrem uses, simulated)
+// that cut h1, the first master, off from both other hosts: only such a
+// partition leaves a majority that elects and captures a second master
+// while h1 goes on answering.
+func masterCutOff(seed uint64, limit time.Duration) []string {
+	hosts := []string{"h1", "h2", "h3"}
+	choices := nemesis.Choices{Kinds: []string{"partition"}, Values: map[string]nemesis.Choose{"partition": nemesis.PartitionChoice(hosts)}}
+	g := onpremWorkload(Options{Seed: seed, TimeLimit: limit}, choices)
+	lat := func(gen.Op) time.Duration { return 20 * time.Millisecond }
+	var cut []string
+	for _, ev := range gen.SimulateSeed(seed, g, 6, lat, limit) {
+		if ev.Thread != gen.NemesisThread || ev.Kind != gen.Invoked || ev.F != "start-partition" {
+			continue
+		}
+		if g, err := nemesis.Grudge(hosts, ev.Value); err == nil && isolates(g, "h1", hosts) {
+			cut = append(cut, fmt.Sprintf("%v at %v", g, ev.Time))
+		}
+	}
+	return cut
+}
+
+// isolates reports whether g cuts node off from every other host, both
+// ways.
+func isolates(g netfault.Grudge, node string, hosts []string) bool {
+	for _, h := range hosts {
+		if h != node && (!g.Cuts(node, h) || !g.Cuts(h, node)) {
+			return false
+		}
+	}
+	return true
+}
+
+// The partition run's seed must cut the master off: seed 2's schedule no
+// longer does since the schedule's random streams changed (its partitions
+// are majorities-ring, which on three hosts cuts nothing, and halves
+// h1,h2 | h3, which leaves h1 a majority), so that run showed no second
+// responder. Seed 15 isolates h1 first, then makes the halves.
+func TestOnPremPartitionSchedule(t *testing.T) {
+	if got := masterCutOff(2, 20*time.Second); len(got) != 0 {
+		t.Errorf("seed 2 cuts the master off: %v", got)
+	}
+	got := masterCutOff(onpremPartitionSeed, 20*time.Second)
+	if want := []string{"h1 | h2,h3 at 3s"}; !slices.Equal(got, want) {
+		t.Errorf("seed %d: the partitions cutting h1 off are %q, want %q", onpremPartitionSeed, got, want)
 	}
 }
