@@ -38,7 +38,10 @@ type Executor struct {
 	// without calling the provider. The daemon uses it to act only while
 	// its view of the cluster is fresh: a node that was paused, or cut off
 	// from a majority, may hold rows whose epochs the cluster has moved
-	// past without its knowing, and its gate cannot tell.
+	// past without its knowing, and its gate cannot tell. It also travels
+	// in the call's context (gate.WithReady) so that a driver asks it as
+	// the last step before it sends a change, after its own looks and
+	// after any pause in between.
 	Ready func() error
 	// ReadyExempt, when set, names action kinds that do not wait for
 	// Ready: on premises a release only stops this host answering for the
