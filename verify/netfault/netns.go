@@ -503,9 +503,11 @@ func SweepOrphans() error {
 }
 
 // Sweep removes what a Netns with this prefix left behind when its process
-// died before Close: every namespace named <prefix>-..., and the veth links
-// in them, whose peers go with them. Use it before NewNetns with a fixed
-// prefix. It needs root and ip.
+// died before Close: every namespace named <prefix>-..., the processes
+// still running in them (SIGKILL), and the veth links in them, whose peers
+// go with them. NewNetns calls it for its prefix once it holds the
+// prefix's lock, and SweepOrphans for prefixes nobody holds. It needs root
+// and ip.
 func Sweep(prefix string) error {
 	if !nameRE.MatchString(prefix) {
 		return fmt.Errorf("netfault: namespace prefix %q: want letters, digits, '_', '.', '-'", prefix)
@@ -527,6 +529,20 @@ func Sweep(prefix string) error {
 			continue
 		}
 		ns := f[0]
+		// What the dead run started in its namespaces outlives it (a
+		// test binary killed at its timeout leaves its daemons behind,
+		// adopted by init): they go with the namespace they were
+		// started for, or they would run on, forever, in a namespace
+		// with nothing but loopback.
+		pids, err := n.output("netns", "pids", ns)
+		if err != nil && !gone(err) {
+			errs = append(errs, err)
+		}
+		for _, p := range strings.Fields(pids) {
+			if pid, err := strconv.Atoi(p); err == nil && pid > 1 && pid != os.Getpid() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
 		links, err := n.output("-n", ns, "-o", "link", "show", "type", "veth")
 		if err != nil && !gone(err) {
 			errs = append(errs, err)

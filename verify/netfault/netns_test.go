@@ -8,8 +8,11 @@ import (
 	"hash/fnv"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ipfence/ipfence/internal/testenv"
 )
@@ -45,7 +48,13 @@ func hold(prefix string, unlocked bool) int {
 	if unlocked {
 		_ = os.Remove(n.lock.Name())
 	}
-	fmt.Println("ready", n.hostLink)
+	// A daemon of the run, which outlives it when it is killed.
+	sleep := n.Command("n1", "sleep", "300")
+	if err := sleep.Start(); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("ready", n.hostLink, sleep.Process.Pid)
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	_ = n.Close()
 	return 0
@@ -369,14 +378,15 @@ func TestNetnsHelperFailMidway(t *testing.T) {
 
 // startHolder starts a process that holds a network of prefix (mode
 // "hold" or "hold-unlocked") and returns it and its root-side link once
-// the network is up; a clean-up kills it and sweeps the prefix.
-func startHolder(t *testing.T, mode, prefix string) (*exec.Cmd, string) {
+// the network is up, with the pid of a daemon it started in n1 (sleep);
+// a clean-up kills them and sweeps the prefix.
+func startHolder(t *testing.T, mode, prefix string) (cmd *exec.Cmd, link string, daemon int) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe)
+	cmd = exec.Command(exe)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, prefixEnv+"="+prefix)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -399,10 +409,31 @@ func startHolder(t *testing.T, mode, prefix string) (*exec.Cmd, string) {
 	})
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	f := strings.Fields(line)
-	if len(f) != 2 || f[0] != "ready" {
+	if len(f) != 3 || f[0] != "ready" {
 		t.Fatalf("holder said %q", line)
 	}
-	return cmd, f[1]
+	pid, err := strconv.Atoi(f[2])
+	if err != nil {
+		t.Fatalf("holder said %q", line)
+	}
+	t.Cleanup(func() {
+		if running(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return cmd, f[1], pid
+}
+
+// running reports whether the process pid runs (a zombie, dead and not yet
+// reaped by whoever adopted it, does not).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || !strings.HasPrefix(string(b[i+1:]), " Z")
 }
 
 // kill kills the holder as a crash (or a test binary's timeout) would.
@@ -416,16 +447,25 @@ func kill(cmd *exec.Cmd) {
 func TestNetnsSweep(t *testing.T) {
 	requireNetns(t)
 	prefix := testPrefix("s")
-	cmd, link := startHolder(t, "hold-unlocked", prefix)
+	cmd, link, daemon := startHolder(t, "hold-unlocked", prefix)
 	kill(cmd)
-	if left := leftovers(t, prefix); len(left) != 3 || !linkExists(link) {
-		t.Fatalf("after the kill: namespaces %v, link %s exists %v", left, link, linkExists(link))
+	if left := leftovers(t, prefix); len(left) != 3 || !linkExists(link) || !running(daemon) {
+		t.Fatalf("after the kill: namespaces %v, link %s exists %v, its daemon runs %v", left, link, linkExists(link), running(daemon))
 	}
 	if err := Sweep(prefix); err != nil {
 		t.Fatal(err)
 	}
 	if left := leftovers(t, prefix); len(left) != 0 || linkExists(link) {
 		t.Errorf("after Sweep: namespaces %v, link %s exists %v", left, link, linkExists(link))
+	}
+	// The daemon went with its namespace; SIGKILL is delivered at once,
+	// the exit follows.
+	deadline := time.Now().Add(5 * time.Second)
+	for running(daemon) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if running(daemon) {
+		t.Errorf("the dead run's daemon (pid %d) still runs after Sweep", daemon)
 	}
 }
 
@@ -435,7 +475,7 @@ func TestNetnsSweep(t *testing.T) {
 func TestNetnsReplacesDeadRun(t *testing.T) {
 	requireNetns(t)
 	prefix := testPrefix("d")
-	cmd, link := startHolder(t, "hold-unlocked", prefix)
+	cmd, link, _ := startHolder(t, "hold-unlocked", prefix)
 	kill(cmd)
 	if left := leftovers(t, prefix); len(left) != 3 {
 		t.Fatalf("after the kill: namespaces %v", left)
@@ -473,7 +513,7 @@ func TestNetnsReplacesDeadRun(t *testing.T) {
 func TestNetnsPrefixOfLiveRun(t *testing.T) {
 	requireNetns(t)
 	prefix := testPrefix("l")
-	cmd, link := startHolder(t, "hold", prefix)
+	cmd, link, _ := startHolder(t, "hold", prefix)
 	_, err := NewNetns(prefix, []string{"n1", "n2"})
 	if want := fmt.Sprintf("netfault: prefix %q is in use by a live process (pid %d, lock %s/%s.lock)", prefix, cmd.Process.Pid, lockDir, prefix); err == nil || err.Error() != want {
 		t.Fatalf("NewNetns of a held prefix: %v, want %s", err, want)
