@@ -161,8 +161,11 @@ func doctor(t testing.TB, c *onprem) (int, string) {
 
 // Stopping the master's keepalived moves the address: the next host
 // becomes master, its node captures the address, the observer's neighbour
-// entry follows within 1 s and a connection reaches the new holder's
-// workload; the old master's node released it, so only one host answers.
+// entry follows and a connection reaches the new holder's workload; the
+// old master's node released it, so only one host answers. The bounds
+// here are liveness bounds (5 s) that hold on a loaded machine, where a
+// node has been seen to take 0.7 s to act on keepalived's notification;
+// how fast the move is (67 ms median) is BenchmarkOnPremMove's figure.
 func TestOnPremPlannedMove(t *testing.T) {
 	c := onpremFor(t, onpremOptions{})
 	reach(t, c, "h1", 20*time.Second)
@@ -178,12 +181,12 @@ func TestOnPremPlannedMove(t *testing.T) {
 	// priority-0 advert first): watch the observer meanwhile.
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.stopKeepalived("h1") }()
-	took := waitMAC(t, c, n, "h2", start, time.Second)
+	took := waitMAC(t, c, n, "h2", start, 5*time.Second)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("h1's keepalived stopped → the observer follows h2 in %v", took)
-	reach(t, c, "h2", time.Second)
+	reach(t, c, "h2", 5*time.Second)
 	if code, out := doctor(t, c); code != 0 || !strings.Contains(out, "1 responder: "+c.lab.MAC("h2").String()) {
 		t.Fatalf("doctor: exit %d\n%s", code, out)
 	}
@@ -195,7 +198,7 @@ func TestOnPremPlannedMove(t *testing.T) {
 	}
 	took = waitMAC(t, c, n, "h1", start, 5*time.Second)
 	t.Logf("h1's keepalived restarted → the observer follows h1 in %v", took)
-	reach(t, c, "h1", time.Second)
+	reach(t, c, "h1", 5*time.Second)
 }
 
 // A partition between the keepalived peers makes two masters, both of
