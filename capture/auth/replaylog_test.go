@@ -114,7 +114,7 @@ func TestReplayLogSurvivesRestart(t *testing.T) {
 	// The log lost (a wiped data dir): the replay is refused as signed
 	// before the start.
 	path = filepath.Join(dir, "new.db")
-	v, s, h, log = start()
+	_, s, h, log = start()
 	defer log.Close()
 	if w := serve(h, copyRequest(captured, body)); w.Code != http.StatusUnauthorized || w.Body.String() != `{"error":"stale"}` || s.count() != 0 {
 		t.Fatalf("replay after the log was lost: %d %q", w.Code, w.Body)

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // A node that cannot write its state (a full disk, a file system gone
@@ -40,7 +40,7 @@ var errUnhealthy = errors.New("this node cannot write its state")
 // storageError says whether err is the disk refusing a write, as opposed
 // to a logical error (a refused row, a stale action).
 func storageError(err error) bool {
-	for _, e := range []error{syscall.ENOSPC, syscall.EROFS, syscall.EIO, syscall.EDQUOT, syscall.EFBIG, bolt.ErrDatabaseReadOnly} {
+	for _, e := range []error{syscall.ENOSPC, syscall.EROFS, syscall.EIO, syscall.EDQUOT, syscall.EFBIG, berrors.ErrDatabaseReadOnly} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/ipfence/ipfence/capture"
 )
@@ -358,7 +359,7 @@ func openChecked(path string, existed bool, bo *bolt.Options) (db *bolt.DB, err 
 	}()
 	db, err = bolt.Open(path, 0o600, bo)
 	if err != nil {
-		if existed && !errors.Is(err, bolt.ErrTimeout) {
+		if existed && !errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
 		}
 		return nil, fmt.Errorf("opening state file %s: %w", path, err)

@@ -106,36 +106,6 @@ var queueFuncs = Funcs[[]history.Value]{
 	Equal: func(a, b []history.Value) bool { return slices.EqualFunc(a, b, history.Equal) },
 }
 
-// setFuncs is a set whose state is its sorted elements' keys.
-func setFuncs(nilAny bool) Funcs[string] {
-	return Funcs[string]{
-		Init: func() string { return "" },
-		Step: func(s string, op history.Op) (string, bool) {
-			elems := strings.Split(s, "\x00")
-			if s == "" {
-				elems = nil
-			}
-			if op.F == "add" {
-				k := history.Key(op.Input)
-				if !slices.Contains(elems, k) {
-					elems = append(elems, k)
-					slices.Sort(elems)
-				}
-				return strings.Join(elems, "\x00"), true
-			}
-			if op.Output == nil {
-				return s, nilAny && op.Type == history.OK
-			}
-			var read []string
-			for _, e := range op.Output.([]history.Value) {
-				read = append(read, history.Key(e))
-			}
-			slices.Sort(read)
-			return s, slices.Equal(slices.Compact(read), elems)
-		},
-	}
-}
-
 // multiFuncs is Knossos's multi-register: txns of [read k v] and
 // [write k v], every key starting at initial; its state is a map, interned
 // with Equal.
