@@ -142,6 +142,9 @@ func (s *State) checkValues(e *Event, lim Limits) (string, error) {
 		}
 		cs = append(cs, counter{"epoch", uint64(e.Record.Epoch), base})
 	}
+	if revertOverflow {
+		cs = nil
+	}
 	for _, c := range cs {
 		if c.val >= MaxValue {
 			return RefusedBounds, fmt.Errorf("event %s: %s %d is at or above the bound %d", e.ID(), c.name, c.val, MaxValue)

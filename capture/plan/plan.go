@@ -49,14 +49,14 @@ func Epochs(desired map[capture.Key]string, local, seen map[capture.Key]capture.
 		rec := local[k]
 		next := rec
 		s, ok := seen[k]
-		if ok && s.Epoch > next.Epoch && s.Epoch <= MaxEpoch {
+		if ok && s.Epoch > next.Epoch && (s.Epoch <= MaxEpoch || wrapEpochs) {
 			next = s
 		}
 		// Two nodes that bumped at once may hold the same epoch for two
 		// holders: the line moves past it, so that no epoch means two
 		// holders.
 		conflict := ok && s.Epoch == next.Epoch && s.Holder != next.Holder
-		if (next.Holder != holder || conflict) && next.Epoch < MaxEpoch {
+		if (next.Holder != holder || conflict) && (next.Epoch < MaxEpoch || wrapEpochs) {
 			next = capture.EpochRecord{Epoch: next.Epoch + 1, Holder: holder}
 		}
 		out[k] = next

@@ -1,0 +1,10 @@
+//go:build ipfence_revert_amnesia && !ipfence_revert_overflow
+
+package federation
+
+// The revert test's build in which a new incarnation is synced at once,
+// as before the amnesia fix; never shipped.
+const (
+	revertOverflow = false
+	revertAmnesia  = true
+)
