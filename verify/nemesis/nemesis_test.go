@@ -310,3 +310,66 @@ func TestSkewAndStrobe(t *testing.T) {
 		t.Fatalf("strobe: %d sets, n1 at %v", c.sets, c.offs["n1"])
 	}
 }
+
+// refusingProcs is fakeProcs whose restarts of the nodes in refuse fail,
+// as a process that will not start on a damaged file does.
+type refusingProcs struct {
+	fakeProcs
+	refuse map[string]bool
+}
+
+func (r *refusingProcs) Restart(ctx context.Context, n string) error {
+	r.fakeProcs.Restart(ctx, n)
+	if r.refuse[n] {
+		return errors.New("state file damaged")
+	}
+	return nil
+}
+
+// Replace kills, damages, restarts; a node that refuses to start stays
+// down until the stop repairs it; without a repair the refusal is an
+// error.
+func TestReplaceDamagesAndRepairs(t *testing.T) {
+	p := &refusingProcs{refuse: map[string]bool{"n2": true}}
+	var damaged []string
+	f := Replace(p, nodes, Damage{
+		Apply: func(_ context.Context, n string, v any) (string, error) {
+			damaged = append(damaged, n)
+			return "state truncated", nil
+		},
+		Repair: func(_ context.Context, n string) (string, error) {
+			p.refuse[n] = false
+			return "state moved away", nil
+		},
+	})
+	ctx := t.Context()
+	desc, err := f.Start(ctx, map[string]any{"nodes": []any{"n1", "n2"}})
+	if err != nil || desc != "n1: state truncated; restarted; n2: state truncated; restart refused: state file damaged" {
+		t.Fatalf("start: %q, %v", desc, err)
+	}
+	desc, err = f.Stop(ctx)
+	if err != nil || desc != "n2: state moved away; restarted" {
+		t.Fatalf("stop: %q, %v", desc, err)
+	}
+	if desc, err := f.Stop(ctx); err != nil || desc != "nothing to repair" {
+		t.Fatalf("second stop: %q, %v", desc, err)
+	}
+	want := []string{"kill n1", "start n1", "kill n2", "start n2", "start n2"}
+	if !slices.Equal(p.log, want) || !slices.Equal(damaged, []string{"n1", "n2"}) {
+		t.Fatalf("log %v, damaged %v", p.log, damaged)
+	}
+
+	p2 := &refusingProcs{refuse: map[string]bool{"n3": true}}
+	g := Replace(p2, nodes, Damage{Apply: func(context.Context, string, any) (string, error) { return "data removed", nil }})
+	if _, err := g.Start(ctx, map[string]any{"node": "n3"}); err == nil || !strings.Contains(err.Error(), "restarting n3 after data removed: state file damaged") {
+		t.Fatalf("without a repair: %v", err)
+	}
+	// The stop still tries to bring it back.
+	if desc, err := g.Stop(ctx); err == nil || desc != "" {
+		t.Fatalf("stop without a repair: %q, %v", desc, err)
+	}
+	p2.refuse["n3"] = false
+	if desc, err := g.Stop(ctx); err != nil || desc != "n3: restarted" {
+		t.Fatalf("stop once it starts: %q, %v", desc, err)
+	}
+}
