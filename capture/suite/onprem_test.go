@@ -85,6 +85,11 @@ func tail(s string, n int) string {
 // gratuitous ARP naming another address.
 const neighLocktime = 1100 * time.Millisecond
 
+// onpremLiveness bounds how long a move or a heal may take to reach the
+// observer: a liveness bound that holds beside a CPU-heavy job, not a
+// speed (BenchmarkOnPremMove measures that).
+const onpremLiveness = 5 * time.Second
+
 // observer watches the observer's neighbour entry for the address.
 func observer(t testing.TB, c *onprem) *l2lab.Neighbours {
 	t.Helper()
@@ -204,8 +209,8 @@ func TestOnPremPlannedMove(t *testing.T) {
 // A partition between the keepalived peers makes two masters, both of
 // which answer ARP for the address: the documented limit of on-premises
 // capture, which `ipfence doctor` reports as split brain. After the heal
-// one host answers again and the observer reaches it within 1 s, ten
-// times in a row (keepalived alone leaves the observer on the wrong MAC
+// one host answers again and the observer reaches it within the liveness
+// bound, ten times in a row (keepalived alone leaves the observer on the wrong MAC
 // when the old master's advert wins, since nobody announces again).
 func TestOnPremPartitionAndHeal(t *testing.T) {
 	c := onpremFor(t, onpremOptions{garpRepeat: 0})
@@ -231,10 +236,14 @@ func TestOnPremPartitionAndHeal(t *testing.T) {
 		if err := c.lab.Heal(); err != nil {
 			t.Fatal(err)
 		}
-		took := waitMAC(t, c, n, "h1", healed, time.Second)
-		// Within 1.1 s of the heal: a deadline, not a duration
-		// computed after waitMAC, which a stall could make negative.
-		reachBy(t, c, "h1", healed, healed.Add(time.Second+100*time.Millisecond))
+		// Within a liveness bound of the heal (5 s, as the planned move's):
+		// without the announcement after the heal the observer stays on
+		// the wrong MAC until its neighbour entry fails, well past it; a
+		// fixed 1 s here failed beside a CPU-heavy job (2 s to reach h1
+		// at load 28 on 2 cores). A deadline, not a duration computed
+		// after waitMAC, which a stall could make negative.
+		took := waitMAC(t, c, n, "h1", healed, onpremLiveness)
+		reachBy(t, c, "h1", healed, healed.Add(onpremLiveness))
 		worst = max(worst, time.Since(healed))
 		t.Logf("heal %d: the observer follows h1 in %v", i+1, took)
 		time.Sleep(neighLocktime)
