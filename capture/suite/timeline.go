@@ -28,6 +28,9 @@ import (
 // for people.
 func withTimeline(col *collected, concurrency int, inner checker.Checker) checker.Checker {
 	return checker.Func(func(ctx context.Context, r *checker.Run) checker.Result {
+		// Every page the checkers write (linear.html among them) names
+		// the processes as this one does.
+		r.Names = processNames(concurrency)
 		res := inner.Check(ctx, r)
 		if r.Dir == "" {
 			return res
@@ -51,7 +54,7 @@ func withTimeline(col *collected, concurrency int, inner checker.Checker) checke
 func story(col *collected, concurrency int, r *checker.Run, res checker.Result) report.TimelineOptions {
 	o := report.TimelineOptions{
 		Title: r.Name, Faults: r.Faults, Verdict: verdictWord(res.Valid),
-		Names: func(p history.Process) string { return processName(p, concurrency) },
+		Names: processNames(concurrency),
 	}
 	end := int64(0)
 	for _, e := range r.Events {
@@ -143,22 +146,16 @@ func verdictWord(v linear.Verdict) string {
 	return "unknown"
 }
 
-// processName names the harness's processes: the nemesis, and each client
-// by its thread, with the process number when the thread crashed and went
-// on under a new one.
-func processName(p history.Process, concurrency int) string {
-	switch {
-	case p == history.Nemesis:
-		return "nemesis"
-	case p == mutationProcess:
-		return "provider"
-	case p < 0:
-		return ""
-	case concurrency > 0 && int64(p) >= int64(concurrency):
-		return fmt.Sprintf("client %d (p%d)", int64(p)%int64(concurrency), p)
-	}
-	return fmt.Sprintf("client %d", p)
+// processNames names the harness's processes on every page of a capture
+// run: the nemesis, the provider's record merged into the history, and
+// each client by its thread, with the process number when the thread
+// crashed and went on under a new one.
+func processNames(concurrency int) func(history.Process) string {
+	return report.ProcessNames(concurrency, map[history.Process]string{mutationProcess: "provider"})
 }
+
+// processName is processNames(concurrency)'s name of p.
+func processName(p history.Process, concurrency int) string { return processNames(concurrency)(p) }
 
 // short names the simulator's calls on the page.
 var short = map[string]string{

@@ -1,14 +1,23 @@
 package suite
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"html"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/internal/testenv"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
+	"github.com/ipfence/ipfence/verify/model"
 )
 
 // plantedRecord is a record like the planted bug's: 10.0.1.10 moves to n2
@@ -134,5 +143,164 @@ func TestStory(t *testing.T) {
 	}
 	if len(o.Lanes) != 2 || len(o.Lanes[0].Events) != 5 {
 		t.Errorf("lanes = %+v", o.Lanes)
+	}
+}
+
+var (
+	bodyTag = regexp.MustCompile(`<body\b[^>]*>`)
+	dataRe  = regexp.MustCompile(`\bdata-([a-z]+)="([^"]*)"`)
+)
+
+// browse loads the page at path in headless chromium, with script
+// inserted before </body>, and returns the data attributes the page's
+// scripts set on <body>. A script error, caught by the page's onerror
+// (data-errors) or logged by chromium as "Uncaught", fails the test.
+func browse(t *testing.T, path, script string) map[string]string {
+	t.Helper()
+	chromium := testenv.Program(t, "chromium", "chromium-browser")
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if script != "" {
+		page = bytes.Replace(page, []byte("</body>"), []byte(script+"</body>"), 1)
+	}
+	probe := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(probe, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--enable-logging=stderr", "--v=0",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=10000", "--window-size=1400,900",
+		"--dump-dom", "file://"+probe)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium on %s: %v\n%s", path, err, stderr.Bytes())
+	}
+	if bytes.Contains(stderr.Bytes(), []byte("Uncaught")) || bytes.Contains(out, []byte("Uncaught")) {
+		t.Errorf("chromium on %s logged an uncaught error:\n%s", path, stderr.Bytes())
+	}
+	body := bodyTag.Find(out)
+	if body == nil {
+		t.Fatalf("chromium's DOM of %s has no <body>:\n%.2000s", path, out)
+	}
+	attrs := map[string]string{}
+	for _, m := range dataRe.FindAllSubmatch(body, -1) {
+		attrs[string(m[1])] = html.UnescapeString(string(m[2]))
+	}
+	if attrs["errors"] != "" {
+		t.Errorf("script errors in %s: %s", path, attrs["errors"])
+	}
+	return attrs
+}
+
+// readLinear records what linear.html shows: the lanes' labels, the
+// header's text, and the tooltip of the failing op once "show failing op"
+// pinned it.
+const readLinear = `<script>
+(function () {
+  var b = document.body;
+  b.dataset.lanes = [].map.call(document.querySelectorAll(".names div"), function (x) { return x.textContent; }).join("|");
+  b.dataset.head = document.getElementById("head").textContent;
+  [].forEach.call(document.querySelectorAll(".tools button"), function (x) { if (x.textContent === "show failing op") x.click(); });
+  b.dataset.tip = document.getElementById("tip").textContent;
+  b.dataset.shown = document.getElementById("head").textContent + " " + document.getElementById("chart").textContent +
+    " " + document.getElementById("tip").textContent;
+})();
+</script>
+`
+
+// readStory records what a story timeline's header shows and where its
+// findings lead: the verdict, each checker's line, the number of findings
+// that are links, the moment the first link focused on (data-focus, set by
+// the page) with the tooltip it pinned, and the lanes' labels.
+const readStory = `<script>
+(function () {
+  var b = document.body, tip = document.getElementById("tip");
+  b.dataset.head = document.querySelector(".verdict").textContent + "|" +
+    [].map.call(document.querySelectorAll(".ck"), function (x) { return x.textContent; }).join("|");
+  var go = document.querySelectorAll(".finds li.go");
+  b.dataset.links = String(go.length) + "/" + document.querySelectorAll(".finds li").length;
+  b.dataset.texts = [].map.call(go, function (x) { return x.textContent; }).join("|");
+  if (go.length) { go[0].click(); b.dataset.pinned = tip.textContent; }
+  var D = JSON.parse(document.getElementById("data").textContent);
+  b.dataset.lanes = D.lanes.join("|");
+})();
+</script>
+`
+
+// TestLinearPageNamesProcesses runs the capture test's linearizability
+// checker inside its timeline story on the planted record (the stale
+// unassign no order gets past) with a client that crashed and went on as
+// p9, and loads linear.html and timeline.html in chromium: the provider's
+// pseudo-process and the clients appear by name, the number 1099511627776
+// nowhere a person sees, values in the timeline's JSON.
+func TestLinearPageNamesProcesses(t *testing.T) {
+	start := int64(100 * time.Second)
+	col := &collected{mutations: plantedRecord()}
+	read := func(p history.Process, at, end int64, holder history.Value) []history.Event {
+		return []history.Event{
+			{Process: p, Type: history.Invoke, F: "read", Value: map[string]history.Value{"address": "10.0.1.10"}, Time: at},
+			{Process: p, Type: history.OK, F: "read", Value: map[string]history.Value{"address": "10.0.1.10", "holder": holder}, Time: end},
+		}
+	}
+	var events []history.Event
+	events = append(events, read(3, 2.5e9, 2.6e9, "eni-n2")...)
+	events = append(events, read(9, 4.5e9, 4.6e9, nil)...)
+	for i := range events {
+		events[i].Index = int64(i)
+	}
+	dir := t.TempDir()
+	r, err := checker.NewRun("capture", events, dir, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Lookup("capture-owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := withTimeline(col, 6, checker.Compose(map[string]checker.Checker{
+		"linear": checker.Linearizable(checker.LinearOptions{Model: m, History: ownerHistory(col)}),
+	})).Check(t.Context(), r)
+	lin := res.Checkers["linear"]
+	if res.Valid != linear.False || lin.Fields["page"] != "linear.html" {
+		t.Fatalf("verdict %v, linear fields %v", res.Valid, lin.Fields)
+	}
+	got := browse(t, filepath.Join(dir, "linear.html"), readLinear)
+	if !strings.Contains(got["lanes"], "client 3") || !strings.Contains(got["lanes"], "client 3 (p9)") || !strings.Contains(got["lanes"], "provider") {
+		t.Errorf("linear.html's lanes = %q, want client 3, client 3 (p9) and provider", got["lanes"])
+	}
+	if strings.Contains(got["shown"], "1099511627776") {
+		t.Errorf("linear.html shows the pseudo-process number: %q", got["shown"])
+	}
+	if !strings.Contains(got["head"], "provider: unassign from \"eni-n2\" at epoch 3") {
+		t.Errorf("linear.html's header = %q, want the provider's stale unassign", got["head"])
+	}
+	if want := `value {"address":"10.0.1.10","epoch":3,"nic":"eni-n2"}`; !strings.Contains(got["tip"], "provider · f unassign") || !strings.Contains(got["tip"], want) {
+		t.Errorf("failing op's tooltip = %q, want the provider's unassign with %s", got["tip"], want)
+	}
+
+	st := browse(t, filepath.Join(dir, "timeline.html"), readStory)
+	if !strings.HasPrefix(st["head"], "INVALID|linear false") {
+		t.Errorf("timeline header = %q", st["head"])
+	}
+	if !strings.Contains(st["lanes"], "client 3 (p9)") || strings.Contains(st["lanes"], "1099511627776") {
+		t.Errorf("timeline lanes = %q", st["lanes"])
+	}
+	// The linear finding is placed at the stale unassign, 4 s in; the
+	// outage it caused follows.
+	want := "linearaddress 10.0.1.10: no order of the operations gets past unassign from \"eni-n2\" at epoch 3 (state: held by \"eni-n2\" at epoch 4), at 4.000s|" +
+		"no holder10.0.1.10 no holder from 4.000s to 6.000s (2s)"
+	if st["links"] != "2/2" || st["texts"] != want {
+		t.Errorf("links %q: %q\nwant %s", st["links"], st["texts"], want)
+	}
+	if st["focus"] != "4000000" || !strings.Contains(st["pinned"], "provider · STALE unassign 10.0.1.10 epoch 3 after 4") {
+		t.Errorf("focus %q, pinned %q", st["focus"], st["pinned"])
 	}
 }

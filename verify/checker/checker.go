@@ -41,6 +41,11 @@ type Run struct {
 	StartMono int64
 	// Name is the test's name, for titles.
 	Name string
+	// Names names the processes on the pages checkers write (the
+	// timeline, the linearizability page), such as "client 3" or
+	// "provider"; nil, or "" for a process, keeps each page's default.
+	// A test sets it before its checkers run.
+	Names func(history.Process) string
 }
 
 // NewRun pairs the history's operations and derives the fault periods.

@@ -147,7 +147,7 @@ func Perf() Checker {
 				problems = append(problems, err.Error())
 			}
 			var page bytes.Buffer
-			if err := report.Timeline(&page, r.Name, r.Events, r.Faults); err != nil {
+			if err := report.TimelineWith(&page, r.Events, report.TimelineOptions{Title: r.Name, Faults: r.Faults, Names: r.Names}); err != nil {
 				problems = append(problems, err.Error())
 			} else if err := os.WriteFile(filepath.Join(r.Dir, "timeline.html"), page.Bytes(), 0o644); err != nil {
 				problems = append(problems, err.Error())
@@ -177,6 +177,8 @@ type LinearOptions struct {
 	// Page names the HTML page written into the run's folder (default
 	// "linear.html").
 	Page string
+	// Names names the processes on the page; nil takes the run's Names.
+	Names func(history.Process) string
 }
 
 // Linearizable checks the run's operations against a model with the
@@ -227,7 +229,11 @@ func Linearizable(o LinearOptions) Checker {
 				page = "linear.html"
 			}
 			var b bytes.Buffer
-			if err := rep.WriteHTML(&b); err != nil {
+			names := o.Names
+			if names == nil {
+				names = r.Names
+			}
+			if err := rep.WriteHTMLWith(&b, lincheck.HTMLOptions{Names: names}); err != nil {
 				fields["page_error"] = err.Error()
 			} else if err := os.WriteFile(filepath.Join(r.Dir, page), b.Bytes(), 0o644); err != nil {
 				fields["page_error"] = err.Error()

@@ -64,10 +64,12 @@ type pageLabel struct {
 type pageFail struct {
 	Partition string `json:"partition,omitempty"`
 	Process   string `json:"process"`
-	Op        string `json:"op"`
-	Invoke    int64  `json:"invoke"`
-	Complete  int64  `json:"complete"` // -1 when it never completed
-	Reason    string `json:"reason"`
+	// Name is what the page calls the process (see HTMLOptions).
+	Name     string `json:"name"`
+	Op       string `json:"op"`
+	Invoke   int64  `json:"invoke"`
+	Complete int64  `json:"complete"` // -1 when it never completed
+	Reason   string `json:"reason"`
 }
 
 // pagePart is one partition: its lanes and its operations.
@@ -89,7 +91,9 @@ type pagePart struct {
 // pageLane is one process's lane.
 type pageLane struct {
 	Process string `json:"process"`
-	Rows    int    `json:"rows"`
+	// Name is what the page calls the process (see HTMLOptions).
+	Name string `json:"name"`
+	Rows int    `json:"rows"`
 }
 
 // pageOp is one bar. Its keys are short because a page of 100,000
@@ -105,6 +109,7 @@ type pageOp struct {
 	F       string `json:"f"`
 	Desc    string `json:"d"`            // the model's rendering, such as "read → 3"
 	Type    string `json:"t"`            // completion type: ok, fail, info
+	Value   string `json:"v,omitempty"`  // the history's value in JSON, as the timeline shows it
 	Invoke  int64  `json:"i"`            // invoke event's Index
 	Done    int64  `json:"j"`            // completion event's Index; -1 when none
 	T0      int64  `json:"t0,omitempty"` // invoke time, ns; 0 when unknown
@@ -120,8 +125,59 @@ type pageOp struct {
 	Failed bool `json:"x,omitempty"`
 }
 
+// HTMLOptions tell the page what the history cannot: what its processes
+// are called.
+type HTMLOptions struct {
+	// Names names a process in the lanes, the tooltips and the header;
+	// nil, or "" for a process, keeps the default: "nemesis", and "p"
+	// followed by the number.
+	Names func(history.Process) string
+}
+
+// name is process p's name on the page.
+func (o HTMLOptions) name(p history.Process) string {
+	if o.Names != nil {
+		if s := o.Names(p); s != "" {
+			return s
+		}
+	}
+	if p == history.Nemesis {
+		return "nemesis"
+	}
+	return "p" + p.String()
+}
+
+// showJSON renders a value in JSON, the notation of the history file and
+// of the timeline page, so that what one page shows can be found on the
+// other and in history.jsonl. A value JSON cannot hold falls back to
+// Go's formatting.
+func showJSON(v history.Value) string {
+	b, err := history.AppendJSON(nil, v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// opValue is an operation's value as the timeline shows it: the invoke's
+// value, and what an ok completion returned when that says more.
+func opValue(o *history.Op) string {
+	a := showJSON(o.Input)
+	if o.Type != history.OK || o.Return < 0 || o.Output == nil {
+		return a
+	}
+	b := showJSON(o.Output)
+	switch {
+	case a == b:
+		return a
+	case o.Input == nil:
+		return "→ " + b
+	}
+	return a + " → " + b
+}
+
 // page gathers what the page shows.
-func (r *Report) page() (*pageData, error) {
+func (r *Report) page(o HTMLOptions) (*pageData, error) {
 	if r.history == nil {
 		return nil, errors.New("the report holds no history to draw (it was not made by Check)")
 	}
@@ -148,7 +204,7 @@ func (r *Report) page() (*pageData, error) {
 	}
 	if f := r.Failure; f != nil {
 		d.Failure = &pageFail{
-			Partition: f.Partition, Process: f.Op.Process.String(), Op: f.Op.Op,
+			Partition: f.Partition, Process: f.Op.Process.String(), Name: o.name(f.Op.Process), Op: f.Op.Op,
 			Invoke: f.Op.InvokeIndex, Complete: f.Op.Index, Reason: f.Reason,
 		}
 	}
@@ -158,7 +214,7 @@ func (r *Report) page() (*pageData, error) {
 	// partition to draw them in. The header counts them instead.
 	used := make([]bool, len(r.ops))
 	for p := range r.parts {
-		part := r.part(p)
+		part := r.part(p, o)
 		for _, o := range r.parts[p].Ops {
 			used[o.ID] = true
 		}
@@ -174,7 +230,7 @@ func (r *Report) page() (*pageData, error) {
 
 // part describes partition p. Operations keep the partition's order, so
 // that a partition-local index i is also the index into Ops.
-func (r *Report) part(p int) pagePart {
+func (r *Report) part(p int, opt HTMLOptions) pagePart {
 	part := &r.parts[p]
 	events := r.history.Events
 	out := pagePart{Label: part.Label, Valid: linear.Unknown.String()}
@@ -215,7 +271,7 @@ func (r *Report) part(p int) pagePart {
 		op := pageOp{
 			Lane: lane[o.Process], Call: o.Call, End: o.Return, Pending: o.Pending(),
 			F: o.F, Desc: linear.OpString(part.Spec, i), Type: o.Type.String(),
-			Invoke: o.Index, Done: -1, T0: events[o.Call].Time,
+			Invoke: o.Index, Done: -1, T0: events[o.Call].Time, Value: opValue(o),
 		}
 		if o.Return >= 0 {
 			op.Done = events[o.Return].Index
@@ -227,7 +283,7 @@ func (r *Report) part(p int) pagePart {
 			op.End = len(events)
 		}
 		if o.Error != nil {
-			op.Err = history.Show(o.Error)
+			op.Err = showJSON(o.Error)
 		}
 		op.Failed = i == failed
 		out.Ops[i] = op
@@ -254,7 +310,7 @@ func (r *Report) part(p int) pagePart {
 		op.Row = row
 	}
 	for l, pr := range procs {
-		out.Lanes = append(out.Lanes, pageLane{Process: pr.String(), Rows: len(rowEnds[l])})
+		out.Lanes = append(out.Lanes, pageLane{Process: pr.String(), Name: opt.name(pr), Rows: len(rowEnds[l])})
 	}
 
 	for k, i := range order {
@@ -276,9 +332,15 @@ func (r *Report) part(p int) pagePart {
 // WriteHTML writes a self-contained page of the history and its
 // linearization: a lane per process and a bar per operation, with the
 // linearization (or, when there is none, the longest linearizable prefix
-// and the operation it cannot get past) marked on the bars.
+// and the operation it cannot get past) marked on the bars. It is
+// WriteHTMLWith with the default names.
 func (r *Report) WriteHTML(w io.Writer) error {
-	d, err := r.page()
+	return r.WriteHTMLWith(w, HTMLOptions{})
+}
+
+// WriteHTMLWith writes the page of WriteHTML with what o tells.
+func (r *Report) WriteHTMLWith(w io.Writer, o HTMLOptions) error {
+	d, err := r.page(o)
 	if err != nil {
 		return fmt.Errorf("html page of %s: %w", r.File, err)
 	}
@@ -412,7 +474,7 @@ const pageTail = `</script>
     if (D.omitted) add(f, "span", null, D.omitted + " failed ops not drawn (they certainly did not take effect)");
     if (D.failure) {
       var x = D.failure;
-      add(h, "div", "fail", (x.partition ? x.partition + ": " : "") + "process " + x.process + " " + x.op +
+      add(h, "div", "fail", (x.partition ? x.partition + ": " : "") + x.name + ": " + x.op +
         " (invoked at event " + x.invoke + ", " + (x.complete < 0 ? "never completed" : "completed at event " + x.complete) +
         "): " + x.reason);
     }
@@ -455,7 +517,8 @@ const pageTail = `</script>
       var track = add(pb, "div", "track");
       track.style.height = y + "px";
       p.lanes.forEach(function (l, li) {
-        var n = add(names, "div", null, "p " + l.process);
+        var n = add(names, "div", null, l.name);
+        n.title = l.name;
         n.style.top = top[li] + "px";
         n.style.height = l.rows * ROW + "px";
         if (li % 2 === 0) {
@@ -533,8 +596,9 @@ const pageTail = `</script>
     var op = b.op, p = b.part;
     tip.textContent = "";
     add(tip, "div", "h", op.d);
-    add(tip, "div", null, "process " + p.lanes[op.l].process + " · f " + op.f + " · " + op.t +
+    add(tip, "div", null, p.lanes[op.l].name + " · f " + op.f + " · " + op.t +
       (op.err ? " · error " + op.err : ""));
+    if (op.v) add(tip, "div", null, "value " + op.v);
     var done = op.j < 0 ? "never completed" : op.t + " at event " + op.j;
     add(tip, "div", null, "invoked at event " + op.i + ", " + done +
       (op.p ? " (outcome unknown: it may take effect any time after its invoke, or never)" : ""));

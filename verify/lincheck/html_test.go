@@ -48,8 +48,14 @@ const dataOpen = `<script type="application/json" id="data">`
 // the way a browser would: up to the first "</script>" after its start.
 func render(t *testing.T, r *Report) (string, pageData) {
 	t.Helper()
+	return renderWith(t, r, HTMLOptions{})
+}
+
+// renderWith is render with options.
+func renderWith(t *testing.T, r *Report, o HTMLOptions) (string, pageData) {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := r.WriteHTML(&buf); err != nil {
+	if err := r.WriteHTMLWith(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	page := buf.String()
@@ -144,6 +150,51 @@ func TestHTMLInvalid(t *testing.T) {
 		{desc: "write 4", lane: 2, call: 3, end: 5, n: 2, before: "0", after: "4"},
 		{desc: "read → 4", lane: 3, call: 6, end: 7},
 	})
+}
+
+// TestHTMLNames checks the names the page gives processes: the default
+// "p" and the number, or the caller's, in the lanes and the header; and
+// each op's value in JSON, the timeline's notation.
+func TestHTMLNames(t *testing.T) {
+	r := checkText(t, "rethink-fail-minimal.edn", rethinkFailMinimal, history.EDN)
+	_, d := render(t, r)
+	var names []string
+	for _, l := range d.Parts[0].Lanes {
+		names = append(names, l.Name)
+	}
+	if got := strings.Join(names, "|"); got != "p0|p1|p2|p3" || d.Failure.Name != "p1" {
+		t.Errorf("default names: lanes %s, failure %q", got, d.Failure.Name)
+	}
+	_, d = renderWith(t, r, HTMLOptions{Names: func(p history.Process) string {
+		if p == 1 {
+			return "client 1"
+		}
+		if p == 3 {
+			return "provider"
+		}
+		return ""
+	}})
+	names = nil
+	for _, l := range d.Parts[0].Lanes {
+		names = append(names, l.Name)
+	}
+	if got := strings.Join(names, "|"); got != "p0|client 1|p2|provider" || d.Failure.Name != "client 1" || d.Failure.Process != "1" {
+		t.Errorf("given names: lanes %s, failure %q (process %q)", got, d.Failure.Name, d.Failure.Process)
+	}
+	var vals []string
+	for _, o := range d.Parts[0].Ops {
+		vals = append(vals, o.Value)
+	}
+	if got := strings.Join(vals, "|"); got != "0|→ 3|4|→ 4" {
+		t.Errorf("values = %s", got)
+	}
+	// A list is JSON's [1,2], not EDN's [1 2].
+	_, d = render(t, checkText(t, "cas-valid.edn", casValid, history.EDN))
+	for _, o := range d.Parts[0].Ops {
+		if o.F == "cas" && o.Value != "[1,2]" {
+			t.Errorf("cas value = %q, want [1,2]", o.Value)
+		}
+	}
 }
 
 // A valid history with a concurrent read and cas, a failed write (left off
@@ -440,11 +491,13 @@ func TestHTMLInteraction(t *testing.T) {
 	}
 	want := map[string]string{
 		// The first linearized bar is the write of 0, #1 of the prefix.
-		"hover": "write 0process 0 · f write · okinvoked at event 0, ok at event 1" +
+		// The lane's name, then the history's value in the timeline's
+		// notation (JSON).
+		"hover": "write 0p0 · f write · okvalue 0invoked at event 0, ok at event 1" +
 			"#1 of 2 in the longest linearizable prefixstate 0 → 0",
 		"left":   "none",
 		"folded": "true",
-		"tip": "read → 3process 1 · f read · okinvoked at event 2, ok at event 4" +
+		"tip": "read → 3p1 · f read · okvalue → 3invoked at event 2, ok at event 4" +
 			"no linearization gets past this op: the longest linearizable prefix (2 ops) ends in state 4",
 		"escaped": "none",
 	}

@@ -256,3 +256,14 @@ func TestTimelineStoryLarge(t *testing.T) {
 		t.Errorf("drawn = %q after the focus", got["drawn"])
 	}
 }
+
+func TestProcessNames(t *testing.T) {
+	names := ProcessNames(6, map[history.Process]string{1 << 40: "provider"})
+	for p, want := range map[history.Process]string{
+		history.Nemesis: "nemesis", 1 << 40: "provider", 0: "client 0", 5: "client 5", 11: "client 5 (p11)", -7: "",
+	} {
+		if got := names(p); got != want {
+			t.Errorf("name of %d = %q, want %q", p, got, want)
+		}
+	}
+}

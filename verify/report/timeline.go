@@ -438,3 +438,27 @@ func workers(events []history.Event) [][]history.Process {
 	}
 	return out
 }
+
+// ProcessNames names a harness's processes the way every page of a run
+// does: "nemesis", each client by its thread ("client 3"), with the
+// process number when the thread crashed and went on under a new one
+// ("client 3 (p9)": the harness numbers a thread's next process by adding
+// the concurrency), and the pseudo-processes a test gave names of its own
+// in named (a provider's record merged into the history). Other negative
+// processes get "", the page's default.
+func ProcessNames(concurrency int, named map[history.Process]string) func(history.Process) string {
+	return func(p history.Process) string {
+		if s, ok := named[p]; ok {
+			return s
+		}
+		switch {
+		case p == history.Nemesis:
+			return "nemesis"
+		case p < 0:
+			return ""
+		case concurrency > 0 && int64(p) >= int64(concurrency):
+			return fmt.Sprintf("client %d (p%d)", int64(p)%int64(concurrency), p)
+		}
+		return fmt.Sprintf("client %d", p)
+	}
+}
