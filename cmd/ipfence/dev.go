@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,7 +22,6 @@ import (
 
 	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
-	"github.com/ipfence/ipfence/internal/loopback"
 )
 
 // devHelp is what dev's console accepts, printed at the start and on
@@ -82,14 +82,17 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	out := &lockedOutput{w: stdout}
-	c := &devCluster{dir: dir, self: self, level: *level, out: out, logs: &lockedOutput{w: stderr}, procs: map[string]*devProc{}, fatal: make(chan string, 1)}
+	c := &devCluster{dir: dir, self: self, level: *level, out: out, logs: &lockedOutput{w: stderr}, procs: map[string]*devProc{},
+		lns: map[string]*net.TCPListener{}, fatal: make(chan string, 1)}
 	defer c.stopAll()
 	nics := make([]string, *nodes)
 	for i := range *nodes {
 		c.names = append(c.names, fmt.Sprintf("n%d", i+1))
 		nics[i] = "eni-" + c.names[i]
 	}
-	sim, err := c.start("cloudsim", "cloudsim", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","))
+	// The simulator binds a port of its choosing (port 0) and reports it;
+	// nothing needs its address before it runs, and dev never restarts it.
+	sim, err := c.start("cloudsim", nil, "cloudsim", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","))
 	if err != nil {
 		return fail("starting the simulator: %v", err)
 	}
@@ -99,15 +102,24 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	if err := os.WriteFile(secret, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
 		return fail("%v", err)
 	}
-	ports, err := loopback.FreePorts(*nodes)
-	if err != nil {
-		return fail("choosing ports: %v", err)
+	// Every node's socket is bound here, before any config names a port,
+	// and kept open for dev's whole life: each start of the node gets it
+	// as fd 3 (serve --listen-fd 3), so no port is chosen free and then
+	// lost to another program, not even while a killed node is down.
+	var ports []int
+	for _, n := range c.names {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fail("a loopback socket for %s: %v", n, err)
+		}
+		c.lns[n] = ln.(*net.TCPListener)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	for i, n := range c.names {
 		if err := os.WriteFile(c.config(n), []byte(devConfig(i, c.names, ports, *addresses, sim.url)), 0o600); err != nil {
 			return fail("%v", err)
 		}
-		if _, err := c.start(n, "serve", "--config", c.config(n)); err != nil {
+		if _, err := c.startNode(n); err != nil {
 			return fail("starting %s: %v", n, err)
 		}
 	}
@@ -167,7 +179,12 @@ type devCluster struct {
 	out, logs        *lockedOutput
 	// procs are touched by the console loop alone (and by start before it
 	// runs); a process's goroutine reports its end through its devProc.
-	procs    map[string]*devProc
+	procs map[string]*devProc
+	// lns are the nodes' listening sockets, bound by dev and handed to
+	// every start of a node. While a node is down, connections to it wait
+	// in its socket's backlog (as they would for a crashed host) and the
+	// node's next start serves them.
+	lns      map[string]*net.TCPListener
 	stopping atomic.Bool
 	fatal    chan string
 }
@@ -194,13 +211,28 @@ func (p *devProc) running() bool {
 
 func (c *devCluster) config(node string) string { return filepath.Join(c.dir, node+".yaml") }
 
+// startNode starts node n (serve) on the socket dev bound for it.
+func (c *devCluster) startNode(n string) (*devProc, error) {
+	// A duplicate of dev's socket, which the child gets as fd 3; dev's
+	// copy of the duplicate is closed once the child has it.
+	f, err := c.lns[n].File()
+	if err != nil {
+		return nil, fmt.Errorf("handing %s its socket: %w", n, err)
+	}
+	defer f.Close()
+	return c.start(n, f, "serve", "--config", c.config(n), "--listen-fd", "3")
+}
+
 // start runs this program with args (and dev's log level) as the process
-// name, and waits for its "listening on URL" line. Its log lines go to
-// dev's stderr, each after its name; its end is announced, and the end of
-// the simulator is fatal to dev.
-func (c *devCluster) start(name string, args ...string) (*devProc, error) {
+// name, with sock, when set, as its fd 3, and waits for its "listening on
+// URL" line. Its log lines go to dev's stderr, each after its name; its
+// end is announced, and the end of the simulator is fatal to dev.
+func (c *devCluster) start(name string, sock *os.File, args ...string) (*devProc, error) {
 	cmd := exec.Command(c.self, append(args, "--log-level", c.level)...)
 	cmd.Dir = c.dir
+	if sock != nil {
+		cmd.ExtraFiles = []*os.File{sock}
+	}
 	// Their own process group: an interrupt at the terminal reaches dev
 	// alone, which then stops them in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -328,7 +360,7 @@ func (c *devCluster) command(line string, w *holderWatch) {
 				<-p.done
 			}
 		}
-		np, err := c.start(p.name, "serve", "--config", c.config(p.name))
+		np, err := c.startNode(p.name)
 		if err != nil {
 			c.out.printf("%s  %s did not start: %v\n", stamp(), p.name, err)
 			return
@@ -373,6 +405,11 @@ func (c *devCluster) stopAll() {
 			p.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
+	defer func() {
+		for _, ln := range c.lns {
+			ln.Close()
+		}
+	}()
 	deadline := time.After(10 * time.Second)
 	for _, n := range order {
 		p := c.procs[n]

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -245,5 +247,150 @@ func TestDevFailover(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^` + n + `\| time=\S+ level=INFO msg=serving`).MatchString(logs) {
 			t.Errorf("no info line of %s in dev's stderr:\n%s", n, logs)
 		}
+	}
+}
+
+// listenInode is the inode of the socket listening on 127.0.0.1:port, from
+// /proc/net/tcp; 0 when nothing listens there.
+func listenInode(t *testing.T, port int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("0100007F:%04X", port)
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(l)
+		if len(f) > 9 && f[1] == want && f[3] == "0A" {
+			return f[9]
+		}
+	}
+	return "0"
+}
+
+// fdSockets are the socket inodes among pid's open files, by descriptor.
+func fdSockets(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		link, err := os.Readlink(dir + "/" + e.Name())
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			out[e.Name()] = strings.TrimSuffix(inode, "]")
+		}
+	}
+	return out
+}
+
+// TestDevHandsNodesTheirSockets: dev binds each node's socket itself and
+// hands it to every start of the node as fd 3 (serve --listen-fd 3), so
+// no port is chosen free and then bound (another program could take it in
+// between). The socket listening on the node's port is one dev holds and
+// the node, started with --listen-fd 3, holds too; while the node is killed the port stays bound (no
+// one else can listen there) and a connection made meanwhile waits in the
+// backlog and is served by the restarted node, on the same URL. The
+// simulator binds a port of its own choosing (port 0) and reports it.
+func TestDevHandsNodesTheirSockets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes: a simulator and a node")
+	}
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		testenv.Missing(t, "/proc/net/tcp (Linux) to see which process holds a socket")
+	}
+	d := startDev(t, "--nodes", "1", "--addresses", "1")
+	simPid, _ := strconv.Atoi(d.expect(`^  cloudsim\s+pid (\d+)\s+http://127\.0\.0\.1:\d+$`, time.Minute)[1])
+	m := d.expect(`^  n1\s+pid (\d+)\s+(http://127\.0\.0\.1:(\d+))$`, 10*time.Second)
+	pid, _ := strconv.Atoi(m[1])
+	url := m[2]
+	port, _ := strconv.Atoi(m[3])
+	d.expect(`^\d\d:\d\d:\d\d\.\d{3}  10\.0\.0\.10\s+- → n1$`, time.Minute)
+
+	cmdline := func(pid int) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ReplaceAll(string(b), "\x00", " ")
+	}
+	if c := cmdline(simPid); !strings.Contains(c, " cloudsim --listen 127.0.0.1:0 ") {
+		t.Errorf("the simulator does not bind a port of its own choosing: %q", c)
+	}
+	inode := listenInode(t, port)
+	if inode == "0" {
+		t.Fatalf("nothing listens on %s", url)
+	}
+	// held checks that the socket listening on the port is the one dev
+	// bound, and that the node (when pid is not 0) was started on fd 3 and
+	// holds it.
+	held := func(pid int) {
+		t.Helper()
+		if got := listenInode(t, port); got != inode {
+			t.Errorf("the socket listening on %s is inode %s, not dev's %s", url, got, inode)
+		}
+		devHolds := false
+		for _, in := range fdSockets(t, d.cmd.Process.Pid) {
+			devHolds = devHolds || in == inode
+		}
+		if !devHolds {
+			t.Errorf("dev does not hold the socket listening on %s (inode %s); its sockets: %v", url, inode, fdSockets(t, d.cmd.Process.Pid))
+		}
+		if pid == 0 {
+			return
+		}
+		// serve turns fd 3 into its listener (a duplicate, fd 3 itself
+		// closed): the node holds the very socket dev bound.
+		nodeHolds := false
+		for _, in := range fdSockets(t, pid) {
+			nodeHolds = nodeHolds || in == inode
+		}
+		if !nodeHolds {
+			t.Errorf("n1 (pid %d) does not hold the socket listening on %s (inode %s); its sockets: %v", pid, url, inode, fdSockets(t, pid))
+		}
+		if c := cmdline(pid); !strings.Contains(c, " serve --config ") || !strings.Contains(c, " --listen-fd 3 ") {
+			t.Errorf("n1 (pid %d) was not started on fd 3: %q", pid, c)
+		}
+	}
+	held(pid)
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.expect(`^\d\d:\d\d:\d\d\.\d{3}  n1 exited: signal: killed; type 'restart n1' to start it again$`, 10*time.Second)
+	held(0)
+	addr := strings.TrimPrefix(url, "http://")
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		ln.Close()
+		t.Fatalf("another program could listen on %s while n1 was down", addr)
+	} else if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("listening on %s: %v, not address in use", addr, err)
+	}
+	// A request made while the node is down waits in the backlog.
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("connecting to n1's socket while it is down: %v", err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: n1\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	d.typeLine("restart n1")
+	m = d.expect(`^\d\d:\d\d:\d\d\.\d{3}  n1 started: pid (\d+), (http://\S+)$`, time.Minute)
+	npid, _ := strconv.Atoi(m[1])
+	if npid == pid || m[2] != url {
+		t.Fatalf("restarted as pid %d at %s; was pid %d at %s", npid, m[2], pid, url)
+	}
+	held(npid)
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the request made while n1 was down got no answer from the restarted node: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz asked while n1 was down, answered after its restart: %s", resp.Status)
 	}
 }
