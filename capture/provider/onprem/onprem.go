@@ -25,6 +25,19 @@
 //     does: a neighbour that missed the first burst (a switch port still
 //     coming up) learns from the second.
 //
+// A change is made only if the readiness check the call's context carries
+// (gate.WithReady) passes right before it, after the driver's own checks:
+// before the sysctls and the route, again before the proxy entry, and
+// before every gratuitous ARP frame (Assign's and Announce's); Unassign
+// asks before it removes anything. A refusal wraps gate.ErrNotReady. A
+// node paused between the executor's check and the kernel calls rechecks
+// when it wakes and sends nothing. An Assign refused after it added the
+// proxy entry but before any GARP left takes the entry out again (unless
+// the host answered for the address before the call), so that a refused
+// Assign leaves the host answering only as it did before. The second
+// burst, which Assign schedules, carries no readiness (the pass that asked
+// for it is over by then); Unassign cancels it.
+//
 // The route comes before the proxy entry and Unassign removes them the
 // other way round, so that whatever a crash leaves behind, the kernel
 // never answers for an address it cannot route on. A proxy entry counts
@@ -75,6 +88,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 )
 
@@ -299,6 +313,11 @@ func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool
 	fail := func(what string, err error) error {
 		return fmt.Errorf("onprem: assign %s on %s: %s: %w", req.Address, d.lan, what, err)
 	}
+	// Readiness is asked right before each change, after the driver's
+	// own checks above and after any pause of the process in between.
+	if err := gate.Ready(ctx); err != nil {
+		return fail("nothing changed", err)
+	}
 	for _, s := range []struct {
 		f     *os.File
 		value string
@@ -310,6 +329,15 @@ func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool
 	if err := d.nl.RouteReplace(d.route(req.Address)); err != nil {
 		return fail(fmt.Sprintf("route to %s", d.wlDev), err)
 	}
+	if err := gate.Ready(ctx); err != nil {
+		// Without its proxy entry the host does not answer for the
+		// address: the route alone is harmless, and Unassign removes it.
+		return fail("before the proxy neighbour entry (the route is in place, the host does not answer)", err)
+	}
+	answered, err := d.proxied(req.Address)
+	if err != nil {
+		return fail("listing proxy entries", err)
+	}
 	if err := d.nl.NeighSet(d.proxyEntry(req.Address)); err != nil {
 		return fail("proxy neighbour entry", err)
 	}
@@ -319,6 +347,15 @@ func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool
 	// kernel.
 	sent, err := d.burst(ctx, req.Address, nil)
 	if err != nil {
+		if errors.Is(err, gate.ErrNotReady) && sent == 0 && !answered {
+			// Refused before anything reached the wire: the host
+			// stops answering again, as before the call. Taking its
+			// own entry out can never make a second holder.
+			if derr := d.nl.NeighDel(d.proxyEntry(req.Address)); derr != nil && !errors.Is(derr, unix.ENOENT) {
+				return fail("before the gratuitous ARP; taking the proxy entry out again failed too ("+derr.Error()+")", err)
+			}
+			return fail("before the gratuitous ARP (the proxy entry was taken out again)", err)
+		}
 		return fail(fmt.Sprintf("gratuitous ARP (%d of %d sent)", sent, d.count), err)
 	}
 	if d.repeat > 0 {
@@ -366,7 +403,9 @@ func (d *Driver) cancelRepeat(addr netip.Addr) {
 }
 
 // burst sends d.count GARPs for addr, spaced by d.interval, and returns how
-// many it sent. With lock non-nil it takes the lock around each send and
+// many it sent. It asks the readiness ctx carries (gate.Ready) right
+// before each frame and stops, wrapping gate.ErrNotReady, at the first
+// refusal. With lock non-nil it takes the lock around each send and
 // sends nothing once ctx is done: since cancelling happens under the same
 // lock, no GARP of a cancelled burst leaves after the Unassign or Assign
 // that cancelled it has returned.
@@ -390,6 +429,9 @@ func (d *Driver) burst(ctx context.Context, addr netip.Addr, lock *sync.Mutex) (
 			lock.Lock()
 		}
 		err := ctx.Err()
+		if err == nil {
+			err = gate.Ready(ctx)
+		}
 		if err == nil {
 			_, err = d.arp.WriteTo(frame, dst)
 		}
@@ -443,6 +485,9 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 	if len(routes) == 0 {
 		return nil
 	}
+	if err := gate.Ready(ctx); err != nil {
+		return fail("nothing removed", err)
+	}
 	if err := d.nl.NeighDel(d.proxyEntry(req.Address)); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fail("proxy neighbour entry", err)
 	}
@@ -484,14 +529,10 @@ func (d *Driver) Describe(ctx context.Context, addr netip.Addr) (provider.Observ
 	fail := func(what string, err error) error {
 		return fmt.Errorf("onprem: describe %s on %s: %s: %w", addr, d.lan, what, err)
 	}
-	proxies, err := d.nl.NeighProxyList(d.lanIndex, unix.AF_INET)
+	proxied, err := d.proxied(addr)
 	if err != nil {
 		return obs, fail("listing proxy entries", err)
 	}
-	proxied := slices.ContainsFunc(proxies, func(n netlink.Neigh) bool {
-		a, ok := netip.AddrFromSlice(n.IP)
-		return n.LinkIndex == d.lanIndex && ok && a.Unmap() == addr
-	})
 	if !proxied {
 		return obs, nil
 	}
@@ -517,7 +558,8 @@ func (d *Driver) Describe(ctx context.Context, addr netip.Addr) (provider.Observ
 // kernel state, so it needs no fencing token: the daemon calls it when
 // keepalived says a lower-priority router was master too (a partition just
 // healed), since hosts on the LAN may still send to that router's MAC and
-// nothing else would tell them otherwise.
+// nothing else would tell them otherwise. A readiness check in ctx
+// (gate.WithReady) is still asked before every frame.
 func (d *Driver) Announce(ctx context.Context, addr netip.Addr) (bool, error) {
 	obs, err := d.Describe(ctx, addr)
 	if err != nil || obs.NIC == "" {
@@ -534,6 +576,18 @@ func (d *Driver) Announce(ctx context.Context, addr netip.Addr) (bool, error) {
 	}
 	d.log.Info("announced again", "address", addr, "lan", d.lan, "garp", sent)
 	return true, nil
+}
+
+// proxied says whether the LAN interface has a proxy entry for addr.
+func (d *Driver) proxied(addr netip.Addr) (bool, error) {
+	proxies, err := d.nl.NeighProxyList(d.lanIndex, unix.AF_INET)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(proxies, func(n netlink.Neigh) bool {
+		a, ok := netip.AddrFromSlice(n.IP)
+		return n.LinkIndex == d.lanIndex && ok && a.Unmap() == addr
+	}), nil
 }
 
 // route is the route Assign installs for addr.

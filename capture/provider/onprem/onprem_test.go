@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/internal/l2lab"
@@ -597,4 +598,191 @@ func BenchmarkMove(b *testing.B) {
 	b.ReportMetric(pct(took, 0.5), "p50-µs")
 	b.ReportMetric(pct(took, 0.99), "p99-µs")
 	b.ReportMetric(pct(assign, 0.5), "assign-p50-µs")
+}
+
+// hostKernel reads a host's routes and proxy entries through a netlink
+// socket opened in its namespace, so that a readiness check can look at
+// what the driver has done so far (the driver holds its lock meanwhile).
+type hostKernel struct {
+	h     *netlink.Handle
+	index int
+	addr  netip.Addr
+}
+
+func kernelOf(t testing.TB, l *l2lab.Lab, host string) *hostKernel {
+	t.Helper()
+	k := &hostKernel{addr: l.Address()}
+	err := l.Do(host, func() error {
+		var err error
+		if k.h, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+			return err
+		}
+		link, err := k.h.LinkByName(l.LANDevice())
+		if err != nil {
+			return err
+		}
+		k.index = link.Attrs().Index
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("netlink in %s: %v", host, err)
+	}
+	t.Cleanup(k.h.Close)
+	return k
+}
+
+// route says whether the driver's route (protocol 213) to the address is in.
+func (k *hostKernel) route() bool {
+	rs, err := k.h.RouteListFiltered(unix.AF_INET, &netlink.Route{
+		Dst:      &net.IPNet{IP: k.addr.AsSlice(), Mask: net.CIDRMask(32, 32)},
+		Protocol: onprem.RouteProtocol, Table: unix.RT_TABLE_MAIN,
+	}, netlink.RT_FILTER_DST|netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	return err == nil && len(rs) > 0
+}
+
+// proxy says whether the LAN interface has a proxy entry for the address.
+func (k *hostKernel) proxy() bool {
+	ns, err := k.h.NeighProxyList(k.index, unix.AF_INET)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(ns, func(n netlink.Neigh) bool { return n.IP.Equal(k.addr.AsSlice()) })
+}
+
+// TestMutationsAskReadyLast: like the cloud drivers, the on-premises driver
+// asks the readiness its context carries (gate.WithReady) right before each
+// change, after its own checks: a readiness that turns false at any point
+// between the driver's steps and the next change leaves that change
+// unmade, the error wraps gate.ErrNotReady with the check's reason, and
+// nothing the refused call did makes the host answer ARP or reaches the
+// wire: no proxy entry, no gratuitous ARP, no responder. Assign refused
+// after its proxy entry but before any GARP takes the entry out again.
+// GARPs ask one by one (a refusal mid-burst stops the burst there), and
+// Unassign and Announce ask too.
+func TestMutationsAskReadyLast(t *testing.T) {
+	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	const count = 4
+	d := newDriver(t, l, "h1", onprem.Options{GARPCount: count, GARPRepeatAfter: -1, GARPInterval: time.Millisecond})
+	k := kernelOf(t, l, "h1")
+	s := sniff(t, l)
+	mac, addr := l.MAC("h1"), l.Address()
+	delay := "/proc/sys/net/ipv4/neigh/eth0/proxy_delay"
+	// The kernel's default delay (0.8 s), which Assign sets to 0.
+	delayBefore := output(t, l.Command("h1", "cat", delay))
+	if delayBefore == "0" {
+		t.Fatalf("%s is 0 before any Assign", delay)
+	}
+	paused := errors.New("paused past the contact window")
+	// garps waits for the wire to settle and counts the announcements.
+	garps := func() int {
+		time.Sleep(300 * time.Millisecond)
+		return len(s.garps(mac, addr))
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, gate.ErrNotReady) || !strings.Contains(err.Error(), paused.Error()) {
+			t.Fatalf("%s: %v, want the readiness refusal", what, err)
+		}
+	}
+	nothing := func(what string) {
+		t.Helper()
+		if k.proxy() {
+			t.Fatalf("%s: the proxy entry is in: the host answers for %s", what, addr)
+		}
+		if n := garps(); n != 0 {
+			t.Fatalf("%s: %d gratuitous ARPs reached the wire", what, n)
+		}
+		if got := probe(t, l, arpwatch.ProbeOptions{Count: 1, Timeout: 300 * time.Millisecond}); len(got) != 0 {
+			t.Fatalf("%s: %v answer ARP for %s", what, got, addr)
+		}
+		describe(t, d, l, "", false)
+	}
+	assign := func(ready func() error) error {
+		return d.Assign(gate.WithReady(t.Context(), ready), req(l), false)
+	}
+
+	// Not ready at all: not even the sysctls or the route change.
+	refused("Assign, not ready", assign(func() error { return paused }))
+	nothing("Assign, not ready")
+	if k.route() {
+		t.Fatal("Assign, not ready: the route went in")
+	}
+	if got := output(t, l.Command("h1", "cat", delay)); got != delayBefore {
+		t.Fatalf("Assign, not ready: proxy_delay = %s, was %s", got, delayBefore)
+	}
+
+	// Turns false once the route is in: the proxy entry never goes in.
+	refused("Assign, paused after the route", assign(func() error {
+		if k.route() {
+			return paused
+		}
+		return nil
+	}))
+	if !k.route() {
+		t.Fatal("the readiness passed before the route, yet it is not in")
+	}
+	nothing("Assign, paused after the route")
+
+	// Turns false once the proxy entry is in, before the first GARP: no
+	// GARP, and the entry is taken out again.
+	sawProxy := false
+	refused("Assign, paused after the proxy entry", assign(func() error {
+		if k.proxy() {
+			sawProxy = true
+			return paused
+		}
+		return nil
+	}))
+	if !sawProxy {
+		t.Fatal("the readiness was never asked with the proxy entry in: not asked before the GARP")
+	}
+	nothing("Assign, paused after the proxy entry")
+
+	// Turns false after two GARPs: the burst stops there; the host has
+	// told the LAN, and keeps answering.
+	asks := 0
+	refused("Assign, paused mid-burst", assign(func() error {
+		if k.proxy() {
+			if asks++; asks > 2 {
+				return paused
+			}
+		}
+		return nil
+	}))
+	if n := garps(); n != 2 {
+		t.Fatalf("a burst refused at its third frame put %d GARPs on the wire, want 2", n)
+	}
+	describe(t, d, l, "eth0", true)
+
+	// A passing readiness: the whole burst.
+	if err := assign(func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := garps(); n != 2+count {
+		t.Fatalf("%d GARPs after a ready Assign, want %d", n, 2+count)
+	}
+	if got := probe(t, l, arpwatch.ProbeOptions{Count: 1, Timeout: time.Second}); !slices.Equal(got, macs(l, "h1")) {
+		t.Fatalf("responders after a ready Assign: %v, want h1's %v", got, macs(l, "h1"))
+	}
+
+	// Unassign and Announce not ready: nothing removed, nothing sent.
+	notReady := gate.WithReady(t.Context(), func() error { return paused })
+	refused("Unassign, not ready", d.Unassign(notReady, req(l)))
+	if !k.proxy() || !k.route() {
+		t.Fatalf("Unassign, not ready, removed the capture: proxy %v, route %v", k.proxy(), k.route())
+	}
+	ok, err := d.Announce(notReady, addr)
+	refused("Announce, not ready", err)
+	if ok {
+		t.Fatal("Announce, not ready, reported an announcement")
+	}
+	if n := garps(); n != 2+count {
+		t.Fatalf("%d GARPs after a refused Announce, want %d", n, 2+count)
+	}
+	if err := d.Unassign(t.Context(), req(l)); err != nil {
+		t.Fatal(err)
+	}
+	if k.proxy() || k.route() {
+		t.Fatalf("after a ready Unassign: proxy %v, route %v", k.proxy(), k.route())
+	}
 }
