@@ -242,7 +242,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		Client:    &client{c: c, workload: o.Workload, serializable: o.SerializableReads},
 		Nemesis:   nemesis.Compose(used),
 		Generator: schedule(o, ops, choices),
-		Checker:   checker.Compose(checks),
+		Checker:   withStory(o.Concurrency, checker.Compose(checks)),
 		Seed:      o.Seed, Command: o.Command, Progress: o.Progress, TTY: o.TTY, TimeLimit: o.TimeLimit,
 	}
 	return harness.Run(ctx, test)
