@@ -1,0 +1,606 @@
+// Package oci is the provider driver for Oracle Cloud Infrastructure:
+// secondary private IPs on VNICs, and skip-source/dest-check as
+// forwarding. It speaks through the real SDK's core.VirtualNetworkClient
+// (github.com/oracle/oci-go-sdk/v65), with credentials from the SDK's
+// usual chain (the config file and OCI_* environment, or instance
+// principals) and an endpoint override for ipfence's simulator
+// (capture/provider/oci/ocisim).
+//
+// A move is one UpdatePrivateIp that names the new VNIC, conditional on
+// the ETag the driver read for the private IP (if-match): the cloud
+// refuses it with 412 when anyone changed the private IP in between, so a
+// driver whose view went stale — a node paused between its look and its
+// send — changes nothing, and the call fails with ErrChanged rather than
+// trying again on a fresh look. That is a second wall behind the gate,
+// for the window between the driver's read and its write. A release is a
+// DeletePrivateIp conditional the same way, so a release can never take
+// the address off a VNIC it moved to since the look. A node's own calls on
+// one address are serialized, so they never refuse each other.
+//
+// Fencing rules as in the AWS driver: a change is never retried by the
+// SDK (a delayed retry of an old acquire could take the address back from
+// a newer holder); reads are retried with backoff on 429, 5xx and network
+// errors; after an acquire the driver reads until the change is visible
+// or a deadline passes. A change is sent only if the readiness check its
+// context carries (gate.WithReady) passes as the last step, after signing,
+// right before the request leaves. The epoch and idempotency key travel in
+// the X-Ipfence-Epoch and X-Ipfence-Idempotency-Key headers: OCI ignores
+// them, the simulator records them. A create carries an opc-retry-token
+// derived from the idempotency key.
+package oci
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/oracle/oci-go-sdk/v65/common"
+	"github.com/oracle/oci-go-sdk/v65/common/auth"
+	"github.com/oracle/oci-go-sdk/v65/core"
+
+	"github.com/ipfence/ipfence/capture/gate"
+	"github.com/ipfence/ipfence/capture/provider"
+)
+
+// Header names carrying the fencing token to the simulator, and the
+// address a forwarding change is made for (UpdateVnic names only the
+// VNIC).
+const (
+	HeaderEpoch          = "X-Ipfence-Epoch"
+	HeaderIdempotencyKey = "X-Ipfence-Idempotency-Key"
+	HeaderAddress        = "X-Ipfence-Address"
+)
+
+// ErrChanged is the cloud's refusal of a conditional write (412
+// NoEtagMatch): the private IP changed between the driver's read and its
+// write, so the write was based on a stale view and changed nothing. It is
+// not retried: the next reconcile looks afresh.
+var ErrChanged = errors.New("the private IP changed since it was read; the cloud refused the write (412)")
+
+// Auth names where credentials come from.
+type Auth string
+
+// The credential sources.
+const (
+	// AuthConfigFile is the SDK's default chain: ~/.oci/config (or
+	// OCI_CONFIG_FILE) and the OCI_* environment variables.
+	AuthConfigFile Auth = "config_file"
+	// AuthInstancePrincipal is the instance's own identity, from the
+	// instance metadata service.
+	AuthInstancePrincipal Auth = "instance_principal"
+)
+
+// Options configure a driver.
+type Options struct {
+	// SubnetID is the OCID of the subnet the VNICs are in; required: a
+	// private IP is found by its subnet and address.
+	SubnetID string
+	// Region overrides the credentials' region.
+	Region string
+	// Host overrides the Networking endpoint, such as the simulator's URL.
+	Host string
+	// Auth picks the credential chain when ConfigurationProvider is nil;
+	// empty means AuthConfigFile.
+	Auth Auth
+	// Profile is the config file's profile for AuthConfigFile; empty
+	// means DEFAULT.
+	Profile string
+	// ConfigurationProvider overrides the chain (tests use a raw one
+	// with a key they made).
+	ConfigurationProvider common.ConfigurationProvider
+	// HTTPClient sends the requests; nil means the SDK's. Tests use a TLS
+	// test server's client.
+	HTTPClient *http.Client
+	// VisibleTimeout bounds the wait for an acquire to become visible;
+	// 0 means 10 seconds.
+	VisibleTimeout time.Duration
+	// PollInterval is the pause between looks; 0 means 100 ms.
+	PollInterval time.Duration
+	// ReadAttempts is how many times a read is tried; 0 means 5.
+	ReadAttempts int
+	// MaxBackoff caps the pause between read attempts; 0 means 2 seconds.
+	MaxBackoff time.Duration
+}
+
+// Driver is an OCI provider.
+type Driver struct {
+	client core.VirtualNetworkClient
+	opts   Options
+	read   common.RetryPolicy
+	once   common.RetryPolicy
+
+	mu    sync.Mutex
+	locks map[netip.Addr]*addrLock
+}
+
+type addrLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// New builds a driver.
+func New(o Options) (*Driver, error) {
+	if o.SubnetID == "" {
+		return nil, errors.New("oci: no subnet OCID")
+	}
+	if o.VisibleTimeout == 0 {
+		o.VisibleTimeout = 10 * time.Second
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 100 * time.Millisecond
+	}
+	if o.ReadAttempts == 0 {
+		o.ReadAttempts = 5
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 2 * time.Second
+	}
+	cp := o.ConfigurationProvider
+	if cp == nil {
+		var err error
+		switch o.Auth {
+		case "", AuthConfigFile:
+			cp = common.DefaultConfigProvider()
+			if o.Profile != "" {
+				cp = common.CustomProfileConfigProvider("", o.Profile)
+			}
+		case AuthInstancePrincipal:
+			if cp, err = auth.InstancePrincipalConfigurationProvider(); err != nil {
+				return nil, fmt.Errorf("oci: instance principal credentials: %w", err)
+			}
+		default:
+			return nil, fmt.Errorf("oci: unknown auth %q (want %s or %s)", o.Auth, AuthConfigFile, AuthInstancePrincipal)
+		}
+	}
+	client, err := core.NewVirtualNetworkClientWithConfigurationProvider(cp)
+	if err != nil {
+		return nil, fmt.Errorf("oci: Networking client: %w", err)
+	}
+	if o.Region != "" {
+		client.SetRegion(o.Region)
+	}
+	if o.Host != "" {
+		client.Host = o.Host
+	}
+	// The SDK's circuit breaker would turn a storm of 5xx or 429 into
+	// refusals of its own and hide the cloud's answers from the driver's
+	// error mapping; the executor and the read retries pace the calls.
+	client.Configuration.CircuitBreaker = nil
+	var base common.HTTPRequestDispatcher = client.HTTPClient
+	if o.HTTPClient != nil {
+		base = o.HTTPClient
+	}
+	client.HTTPClient = dispatcher{base}
+	d := &Driver{client: client, opts: o, locks: map[netip.Addr]*addrLock{}}
+	d.once = common.NoRetryPolicy()
+	d.read = common.NewRetryPolicy(uint(o.ReadAttempts), retryRead, func(r common.OCIOperationResponse) time.Duration {
+		// Exponential from 50 ms, capped, with jitter so that nodes
+		// throttled together do not come back together.
+		back := min(o.MaxBackoff, 50*time.Millisecond<<min(r.AttemptNumber, 16))
+		return back/2 + rand.N(back/2+1)
+	})
+	return d, nil
+}
+
+// retryRead says whether a failed read is worth another attempt: throttled,
+// a server error, or the network.
+func retryRead(r common.OCIOperationResponse) bool {
+	if r.Error == nil {
+		return false
+	}
+	if se, ok := common.IsServiceError(r.Error); ok {
+		return se.GetHTTPStatusCode() == http.StatusTooManyRequests || se.GetHTTPStatusCode() >= 500
+	}
+	if errors.Is(r.Error, context.Canceled) || errors.Is(r.Error, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	return errors.As(r.Error, &ne) || common.IsNetworkError(r.Error)
+}
+
+// stampKey is the context key of a change's fencing token.
+type stampKey struct{}
+
+type stamp struct {
+	req      provider.Request
+	withAddr bool
+}
+
+// dispatcher is the last step before a request leaves, after the SDK
+// signed it: for a change (its context carries a stamp) it adds the
+// ipfence headers and asks readiness (gate.Ready); reads go straight out.
+type dispatcher struct{ next common.HTTPRequestDispatcher }
+
+func (d dispatcher) Do(r *http.Request) (*http.Response, error) {
+	if st, ok := r.Context().Value(stampKey{}).(stamp); ok {
+		r.Header.Set(HeaderEpoch, strconv.FormatUint(uint64(st.req.Epoch), 10))
+		r.Header.Set(HeaderIdempotencyKey, st.req.IdempotencyKey)
+		if st.withAddr && st.req.Address.IsValid() {
+			r.Header.Set(HeaderAddress, st.req.Address.String())
+		}
+		if err := gate.Ready(r.Context()); err != nil {
+			return nil, err
+		}
+	}
+	return d.next.Do(r)
+}
+
+func change(ctx context.Context, req provider.Request, withAddr bool) context.Context {
+	return context.WithValue(ctx, stampKey{}, stamp{req: req, withAddr: withAddr})
+}
+
+// lock serializes this driver's calls on one address: its own movers must
+// not refuse each other with 412s meant for other nodes.
+func (d *Driver) lock(a netip.Addr) func() {
+	d.mu.Lock()
+	l := d.locks[a]
+	if l == nil {
+		l = &addrLock{}
+		d.locks[a] = l
+	}
+	l.refs++
+	d.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		d.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(d.locks, a)
+		}
+		d.mu.Unlock()
+	}
+}
+
+// retryToken is the opc-retry-token of a create: the same action on the
+// same VNIC and address sends the same token, so a repeat after a lost
+// answer is answered with the first result. OCI allows 64 characters.
+func retryToken(req provider.Request) *string {
+	if req.IdempotencyKey == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(req.IdempotencyKey + "\x00" + req.NIC + "\x00" + req.Address.String()))
+	return common.String(hex.EncodeToString(sum[:]))
+}
+
+// find reads the private IP at an address in the subnet; nil when no
+// VNIC holds it.
+func (d *Driver) find(ctx context.Context, a netip.Addr) (*core.PrivateIp, error) {
+	out, err := d.client.ListPrivateIps(ctx, core.ListPrivateIpsRequest{
+		SubnetId: common.String(d.opts.SubnetID), IpAddress: common.String(a.String()),
+		RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
+	})
+	if err != nil {
+		return nil, mapError("ListPrivateIps", err)
+	}
+	switch len(out.Items) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &out.Items[0], nil
+	}
+	return nil, fmt.Errorf("oci: ListPrivateIps reports %s %d times in subnet %s, which it never should", a, len(out.Items), d.opts.SubnetID)
+}
+
+// get reads a private IP with its ETag; nil when it is gone.
+func (d *Driver) get(ctx context.Context, id string) (*core.PrivateIp, string, error) {
+	out, err := d.client.GetPrivateIp(ctx, core.GetPrivateIpRequest{
+		PrivateIpId: common.String(id), RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
+	})
+	if status(err) == http.StatusNotFound {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", mapError("GetPrivateIp", err)
+	}
+	return &out.PrivateIp, strOf(out.Etag), nil
+}
+
+// vnic reads a VNIC: provider.ErrUnknownNIC when there is none.
+func (d *Driver) vnic(ctx context.Context, id string) (core.Vnic, error) {
+	out, err := d.client.GetVnic(ctx, core.GetVnicRequest{
+		VnicId: common.String(id), RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
+	})
+	if status(err) == http.StatusNotFound {
+		return core.Vnic{}, fmt.Errorf("oci: GetVnic %s: %w", id, provider.ErrUnknownNIC)
+	}
+	if err != nil {
+		return core.Vnic{}, mapError("GetVnic", err)
+	}
+	return out.Vnic, nil
+}
+
+func vnicOf(p *core.PrivateIp) string {
+	if p == nil {
+		return ""
+	}
+	return strOf(p.VnicId)
+}
+
+// Assign puts the address on the VNIC: CreatePrivateIp when no VNIC holds
+// it, UpdatePrivateIp naming the new VNIC (if-match on the ETag just read)
+// when another does and reassign is set. Then it reads until the change is
+// visible, or superseded (the private IP's ETag moved past the one the
+// write returned: someone changed it since), or the deadline passes; an
+// acknowledged change not yet visible at the deadline is still a success:
+// OCI finishes it.
+func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool) error {
+	unlock := d.lock(req.Address)
+	w, err := d.assign(ctx, req, reassign)
+	unlock()
+	if err != nil || w.noop {
+		return err
+	}
+	deadline := time.Now().Add(d.opts.VisibleTimeout)
+	for {
+		if done, err := w.visible(ctx, d, req.NIC); err == nil && done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d.opts.PollInterval):
+		}
+	}
+}
+
+// written is what an acquire wrote, for the wait until it shows.
+type written struct {
+	noop bool   // nothing was sent: the VNIC held the address already
+	id   string // the private IP's OCID
+	tag  string // its ETag after the write
+}
+
+// visible reads the private IP once: true when it is on nic, gone, or
+// changed by someone after the write.
+func (w written) visible(ctx context.Context, d *Driver, nic string) (bool, error) {
+	p, tag, err := d.get(ctx, w.id)
+	if err != nil {
+		return false, err
+	}
+	return p == nil || vnicOf(p) == nic || tag != w.tag, nil
+}
+
+// assign makes the change.
+func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool) (written, error) {
+	p, err := d.find(ctx, req.Address)
+	if err != nil {
+		return written{}, err
+	}
+	if p == nil {
+		return d.create(ctx, req)
+	}
+	from := vnicOf(p)
+	if from == req.NIC {
+		return written{noop: true}, nil
+	}
+	if !reassign || boolOf(p.IsPrimary) {
+		// The target must exist for the refusal to be about the address.
+		if _, err := d.vnic(ctx, req.NIC); err != nil {
+			return written{}, err
+		}
+		what := "reassignment was not allowed"
+		if boolOf(p.IsPrimary) {
+			what = "it is that VNIC's primary private IP"
+		}
+		return written{}, fmt.Errorf("oci: assign %s to %s: %w (%s; %s)", req.Address, req.NIC, provider.ErrAssignedElsewhere, from, what)
+	}
+	// The ETag comes from a read of the object itself (list items carry
+	// none); the move is conditional on it.
+	p, tag, err := d.get(ctx, strOf(p.Id))
+	if err != nil {
+		return written{}, err
+	}
+	if p == nil {
+		return written{}, fmt.Errorf("oci: assign %s to %s: %w: it was deleted after it was found", req.Address, req.NIC, ErrChanged)
+	}
+	if from = vnicOf(p); from == req.NIC {
+		return written{noop: true}, nil
+	}
+	out, err := d.client.UpdatePrivateIp(change(ctx, req, false), core.UpdatePrivateIpRequest{
+		PrivateIpId:            p.Id,
+		UpdatePrivateIpDetails: core.UpdatePrivateIpDetails{VnicId: common.String(req.NIC)},
+		IfMatch:                common.String(tag),
+		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
+	})
+	switch status(err) {
+	case 0:
+		return written{id: strOf(p.Id), tag: strOf(out.Etag)}, nil
+	case http.StatusPreconditionFailed:
+		return written{}, fmt.Errorf("oci: move %s from %s to %s: %w", req.Address, from, req.NIC, ErrChanged)
+	case http.StatusNotFound:
+		if _, verr := d.vnic(ctx, req.NIC); verr != nil {
+			return written{}, verr
+		}
+		return written{}, fmt.Errorf("oci: move %s to %s: %w: the private IP is gone", req.Address, req.NIC, ErrChanged)
+	}
+	return written{}, mapError("UpdatePrivateIp", err)
+}
+
+func (d *Driver) create(ctx context.Context, req provider.Request) (written, error) {
+	out, err := d.client.CreatePrivateIp(change(ctx, req, false), core.CreatePrivateIpRequest{
+		CreatePrivateIpDetails: core.CreatePrivateIpDetails{VnicId: common.String(req.NIC), IpAddress: common.String(req.Address.String())},
+		OpcRetryToken:          retryToken(req),
+		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
+	})
+	switch status(err) {
+	case 0:
+		return written{id: strOf(out.Id), tag: strOf(out.Etag)}, nil
+	case http.StatusConflict:
+		return written{}, fmt.Errorf("oci: create %s on %s: %w: %s", req.Address, req.NIC, provider.ErrAssignedElsewhere, message(err))
+	case http.StatusNotFound:
+		return written{}, fmt.Errorf("oci: create %s on %s: %w: %s", req.Address, req.NIC, provider.ErrUnknownNIC, message(err))
+	}
+	return written{}, mapError("CreatePrivateIp", err)
+}
+
+// Unassign takes the address off the VNIC: DeletePrivateIp, conditional on
+// the ETag read with the VNIC still holding it. When the VNIC does not hold
+// it, or it moved away before the delete (412, and a new look shows it
+// elsewhere), nothing changes and Unassign succeeds.
+func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
+	defer d.lock(req.Address)()
+	out, err := d.client.ListPrivateIps(ctx, core.ListPrivateIpsRequest{
+		VnicId: common.String(req.NIC), RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
+	})
+	if status(err) == http.StatusNotFound {
+		return fmt.Errorf("oci: unassign %s from %s: %w", req.Address, req.NIC, provider.ErrUnknownNIC)
+	}
+	if err != nil {
+		return mapError("ListPrivateIps", err)
+	}
+	// A VNIC holds at most a few dozen private IPs, one page; the pages
+	// are followed all the same.
+	items := out.Items
+	for page := out.OpcNextPage; page != nil; {
+		more, err := d.client.ListPrivateIps(ctx, core.ListPrivateIpsRequest{
+			VnicId: common.String(req.NIC), Page: page, RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
+		})
+		if err != nil {
+			return mapError("ListPrivateIps", err)
+		}
+		items = append(items, more.Items...)
+		page = more.OpcNextPage
+	}
+	var id string
+	for _, p := range items {
+		if strOf(p.IpAddress) == req.Address.String() {
+			if boolOf(p.IsPrimary) {
+				return fmt.Errorf("oci: unassign %s from %s: it is the VNIC's primary private IP", req.Address, req.NIC)
+			}
+			id = strOf(p.Id)
+		}
+	}
+	if id == "" {
+		return nil
+	}
+	for range 2 {
+		p, tag, err := d.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if p == nil || vnicOf(p) != req.NIC {
+			return nil
+		}
+		_, err = d.client.DeletePrivateIp(change(ctx, req, false), core.DeletePrivateIpRequest{
+			PrivateIpId: common.String(id), IfMatch: common.String(tag),
+			RequestMetadata: common.RequestMetadata{RetryPolicy: &d.once},
+		})
+		switch status(err) {
+		case 0, http.StatusNotFound:
+			return nil
+		case http.StatusPreconditionFailed:
+			// Changed since the read: look again; if it is still on
+			// this VNIC, delete at the new ETag once more.
+			continue
+		}
+		return mapError("DeletePrivateIp", err)
+	}
+	return fmt.Errorf("oci: unassign %s from %s: %w twice", req.Address, req.NIC, ErrChanged)
+}
+
+// SetForwarding sets the VNIC's skipSourceDestCheck (UpdateVnic).
+func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enabled bool) error {
+	_, err := d.client.UpdateVnic(change(ctx, req, true), core.UpdateVnicRequest{
+		VnicId:            common.String(req.NIC),
+		UpdateVnicDetails: core.UpdateVnicDetails{SkipSourceDestCheck: common.Bool(enabled)},
+		RequestMetadata:   common.RequestMetadata{RetryPolicy: &d.once},
+	})
+	if status(err) == http.StatusNotFound {
+		return fmt.Errorf("oci: forwarding on %s: %w", req.NIC, provider.ErrUnknownNIC)
+	}
+	if err != nil {
+		return mapError("UpdateVnic", err)
+	}
+	return nil
+}
+
+// Describe finds the VNIC holding the address (ListPrivateIps by subnet
+// and address) and its forwarding (GetVnic).
+func (d *Driver) Describe(ctx context.Context, addr netip.Addr) (provider.Observation, error) {
+	obs := provider.Observation{Address: addr}
+	if !addr.IsValid() {
+		return obs, errors.New("oci: describe: invalid address")
+	}
+	p, err := d.find(ctx, addr)
+	if err != nil || p == nil {
+		return obs, err
+	}
+	obs.NIC = vnicOf(p)
+	v, err := d.vnic(ctx, obs.NIC)
+	if err != nil {
+		return provider.Observation{Address: addr}, fmt.Errorf("oci: describe %s on %s: %w", addr, obs.NIC, err)
+	}
+	obs.Forwarding = boolOf(v.SkipSourceDestCheck)
+	return obs, nil
+}
+
+// status is the HTTP status of an OCI service error; 0 for success and
+// for errors that are not the service's.
+func status(err error) int {
+	if err == nil {
+		return 0
+	}
+	if se, ok := common.IsServiceError(err); ok {
+		return se.GetHTTPStatusCode()
+	}
+	return 0
+}
+
+func message(err error) string {
+	if se, ok := common.IsServiceError(err); ok {
+		return se.GetCode() + ": " + se.GetMessage()
+	}
+	return err.Error()
+}
+
+// mapError sorts an SDK error into the contract's kinds: throttled (429)
+// and transient (5xx, the network) are sentinel errors; a refused
+// readiness check and the context's end pass through; the rest are
+// permanent and keep OCI's code and message.
+func mapError(call string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if errors.Is(err, gate.ErrNotReady) {
+		return fmt.Errorf("oci: %s: %w", call, err)
+	}
+	if se, ok := common.IsServiceError(err); ok {
+		switch c := se.GetHTTPStatusCode(); {
+		case c == http.StatusTooManyRequests:
+			return fmt.Errorf("oci: %s: %w: %s: %s", call, provider.ErrThrottled, se.GetCode(), se.GetMessage())
+		case c >= 500:
+			return fmt.Errorf("oci: %s: %w: %d %s: %s", call, provider.ErrUnavailable, c, se.GetCode(), se.GetMessage())
+		case c == http.StatusPreconditionFailed:
+			return fmt.Errorf("oci: %s: %w: %s", call, ErrChanged, se.GetMessage())
+		}
+		return fmt.Errorf("oci: %s: %d %s: %s", call, se.GetHTTPStatusCode(), se.GetCode(), se.GetMessage())
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || common.IsNetworkError(err) {
+		return fmt.Errorf("oci: %s: %w: %v", call, provider.ErrUnavailable, err)
+	}
+	return fmt.Errorf("oci: %s: %w", call, err)
+}
+
+var _ provider.Provider = (*Driver)(nil)
+
+func boolOf(b *bool) bool { return b != nil && *b }
+
+func strOf(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
