@@ -14,6 +14,7 @@ import (
 	"time"
 
 	onpremdrv "github.com/ipfence/ipfence/capture/provider/onprem"
+	"github.com/ipfence/ipfence/internal/monotime"
 	"github.com/ipfence/ipfence/verify/arpwatch"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
@@ -64,10 +65,17 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	}
 	defer c.stop()
 	var ob *arpwatch.Observer
+	rec := &onpremRecord{hosts: map[string]string{}}
+	for _, h := range c.hosts {
+		rec.hosts[c.lab.MAC(h).String()] = h
+	}
 	obsCtx, stopObs := context.WithCancel(context.Background())
 	defer stopObs()
 	err = c.lab.Do(c.lab.Observer(), func() error {
 		var err error
+		// The observer's offsets count from its start, taken as it
+		// starts: within microseconds of this reading.
+		rec.startMono = monotime.Now()
 		ob, err = arpwatch.Observe(obsCtx, c.lab.LANDevice(), []netip.Addr{c.lab.Address()}, arpwatch.ObserveOptions{Interval: observeInterval})
 		return err
 	})
@@ -100,7 +108,7 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 		Name: "capture", Dir: dir, Nodes: c.hosts, Concurrency: o.Concurrency,
 		Client: &onpremClient{c: c}, Nemesis: nemesis.Compose(used),
 		Generator: onpremWorkload(o, choices),
-		Checker: checker.Compose(map[string]checker.Checker{
+		Checker: withOnPremStory(rec, o.Concurrency, checker.Compose(map[string]checker.Checker{
 			"single-holder": checker.Func(func(context.Context, *checker.Run) checker.Result { return responders(report, c) }),
 			"convergence": checker.Func(func(context.Context, *checker.Run) checker.Result {
 				return checker.Result{Valid: verdict(settledOK), Fields: map[string]any{"settled_s": settled.Seconds(), "bound_s": convergenceBound.Seconds()}}
@@ -108,7 +116,7 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 			"stats":  checker.Stats(),
 			"errors": checker.UnhandledErrors(),
 			"perf":   checker.Perf(),
-		}),
+		})),
 		Seed: o.Seed, Command: o.Command, Progress: o.Progress, TTY: o.TTY, TimeLimit: o.TimeLimit,
 		Teardown: func(ctx context.Context, dir string) error {
 			// After the final heal one host, and only one, must answer
@@ -127,6 +135,7 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 			}
 			settled = time.Since(start)
 			report = ob.Report()
+			rec.report = report
 			return writeJSONFile(filepath.Join(dir, "responders.json"), report)
 		},
 	}
