@@ -55,6 +55,17 @@ func run(t *testing.T, o Options) (*harness.Outcome, map[string]checker.Result) 
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	// The timeline tells the story: the verdict heads it, the nemesis's
+	// windows are listed, the clients are named; so does linear.html.
+	page, _ := os.ReadFile(filepath.Join(out.Dir, "timeline.html"))
+	for _, want := range []string{`"verdict":"` + verdictWord(out.Verdict) + `"`, `"client 0"`, `{"n":"nemesis","v":"`, `{"n":"outcomes","v":"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("timeline.html has no %s", want)
+		}
+	}
+	if lin, err := os.ReadFile(filepath.Join(out.Dir, "linear.html")); err == nil && !strings.Contains(string(lin), `"name":"client 0"`) {
+		t.Errorf("linear.html does not name client 0")
+	}
 	// The members' data lives in the run's folder.
 	if _, err := os.Stat(filepath.Join(out.Dir, "data", "n2", "member")); err != nil {
 		t.Errorf("member data: %v", err)
