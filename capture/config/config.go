@@ -119,6 +119,8 @@ type Provider struct {
 	Region string
 	// OnPrem is the on-premises driver's settings, for type onprem.
 	OnPrem OnPrem
+	// OCI is the OCI driver's settings, for type oci.
+	OCI OCI
 }
 
 // OnPrem configures the on-premises driver: where captured traffic goes

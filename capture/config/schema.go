@@ -383,7 +383,7 @@ func absolute(path string) (string, error) {
 
 // providerTypes are the known provider types, in the order messages list
 // them.
-var providerTypes = []string{TypeCloudsim, TypeAWS, TypeMemory, TypeOnPrem}
+var providerTypes = []string{TypeCloudsim, TypeAWS, TypeMemory, TypeOnPrem, TypeOCI}
 
 // providers checks the providers section: a mapping from reference to
 // provider.
@@ -412,7 +412,7 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 		if msg := checkName(name); msg != "" {
 			p.fail(k, field, "provider reference %s", msg)
 		}
-		ps := p.fields(val, field, k.Line, "type", "endpoint", "region", "workload_device", "workload_next_hop", "garp_count", "garp_repeat_after")
+		ps := p.fields(val, field, k.Line, "type", "endpoint", "region", "workload_device", "workload_next_hop", "garp_count", "garp_repeat_after", "oci")
 		if ps == nil {
 			continue
 		}
@@ -439,6 +439,7 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 			prov.Region = defaultRegion
 		}
 		prov.OnPrem = p.onprem(ps, field, typ)
+		prov.OCI = p.oci(ps, field, typ)
 		out[name] = prov
 	}
 	return out, names
@@ -682,6 +683,7 @@ func (p *parser) members(ps *section, r *refs, provider string, nics map[[2]stri
 			} else if !ok {
 				nics[[2]string{provider, target}] = nicUse{m.Node, tn.Line, tf}
 			}
+			p.checkTarget(r.types[provider], tn, tf, target)
 			m.Target = target
 		}
 		out = append(out, m)
