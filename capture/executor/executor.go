@@ -32,10 +32,13 @@ type Executor struct {
 	// outcome is recorded; an error stops the run there: the call took
 	// effect, and the node does not know. Crash tests use it.
 	AfterCall func(capture.Row) error
-	// Ready, when set, is asked before every claim and again right before
-	// every provider call: an error before a claim ends the run (the rows
-	// stay approved for a later one), and after a claim fails the row
-	// without calling the provider. The daemon uses it to act only while
+	// Ready, when set, is asked before the claims and again right before
+	// every provider call: an error before the claims ends the run (the
+	// rows stay approved for a later one), and after a claim returns the
+	// row to approved without calling the provider (store.Outcome's
+	// NotCalled: a later run claims it again as soon as the node is
+	// ready, instead of waiting out the retry delay of a failed call).
+	// The run's Result still counts it as failed. The daemon uses it to act only while
 	// its view of the cluster is fresh: a node that was paused, or cut off
 	// from a majority, may hold rows whose epochs the cluster has moved
 	// past without its knowing, and its gate cannot tell. It also travels
@@ -127,13 +130,21 @@ func (e *Executor) Run(ctx context.Context, now time.Time, max int) (Result, err
 	if !e.batching() {
 		return e.runEach(ctx, now, max, keys)
 	}
+	// Ready is asked once for the claims, right before the one
+	// transaction that makes them: nothing happens between the claims of
+	// two rows, so one answer serves them all (asking it per row made a
+	// pass of a thousand rows read the federation's records a thousand
+	// times, long enough to run past the contact window).
+	var notReady error
+	if e.Ready != nil && len(keys) > 0 {
+		notReady = e.Ready()
+	}
 	var claim []string
 	for i, k := range keys {
 		if max > 0 && len(claim) >= max {
 			break
 		}
-		free := e.exempt(k)
-		if e.Ready != nil && !free && e.Ready() != nil {
+		if notReady != nil && !e.exempt(k) {
 			if e.ReadyExempt == nil {
 				res.Deferred = len(keys) - i
 				break
@@ -238,7 +249,7 @@ func (e *Executor) runEach(ctx context.Context, now time.Time, max int, keys []s
 		var out store.Outcome
 		if e.Ready != nil && !free {
 			if err := e.Ready(); err != nil {
-				out.Err = fmt.Errorf("not called: %w", err)
+				out.Err, out.NotCalled = fmt.Errorf("not called: %w", err), true
 			}
 		}
 		if out.Err == nil {
@@ -321,7 +332,7 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 	var order []any // *group or a row index
 	for i := range rows {
 		if notReady != nil && !(e.ReadyExempt != nil && e.ReadyExempt(rows[i].Kind)) {
-			outs[i].Err = notReady
+			outs[i].Err, outs[i].NotCalled = notReady, true
 			continue
 		}
 		g, ok := e.groupKey(&rows[i])
@@ -351,7 +362,7 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 				}
 				for _, i := range idx {
 					if e.ReadyExempt == nil || !e.ReadyExempt(rows[i].Kind) {
-						outs[i].Err = fmt.Errorf("not called: %w", err)
+						outs[i].Err, outs[i].NotCalled = fmt.Errorf("not called: %w", err), true
 					} else {
 						outs[i] = e.call(ctx, &rows[i])
 					}
@@ -373,7 +384,7 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 				if e.Ready != nil && start > 0 {
 					if err := e.Ready(); err != nil {
 						for _, i := range part {
-							outs[i].Err = fmt.Errorf("not called: %w", err)
+							outs[i].Err, outs[i].NotCalled = fmt.Errorf("not called: %w", err), true
 						}
 						continue
 					}
@@ -411,7 +422,7 @@ func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []ca
 	}
 	obs := e.observeAll(ctx, p, rows, idx)
 	for j, i := range idx {
-		outs[i] = store.Outcome{Err: err, Observed: obs[j]}
+		outs[i] = store.Outcome{Err: err, Observed: obs[j], NotCalled: errors.Is(err, gate.ErrNotReady)}
 	}
 }
 
@@ -470,7 +481,7 @@ func (e *Executor) call(ctx context.Context, row *capture.Row) store.Outcome {
 	default:
 		err = fmt.Errorf("unknown action kind %q", row.Kind)
 	}
-	return store.Outcome{Err: err, Observed: observe(ctx, p, row)}
+	return store.Outcome{Err: err, Observed: observe(ctx, p, row), NotCalled: errors.Is(err, gate.ErrNotReady)}
 }
 
 // observe describes the address after a call, as the row records it.

@@ -203,6 +203,24 @@ func TestBatchedRunStopsWhenNotReady(t *testing.T) {
 			t.Fatalf("%s: %v", d.Row.IdempotencyKey, d.Err)
 		}
 	}
+	// The rows never called are approved again, for the next run to
+	// claim as soon as the node is ready, not failed rows waiting out the
+	// retry delay of a call that failed.
+	again, err := e.st.Rows(store.Filter{State: capture.Approved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 358 {
+		t.Fatalf("%d rows approved again after Ready refused, want the 358 not called", len(again))
+	}
+	for _, r := range again {
+		if !strings.Contains(r.Reason, "not called: paused") {
+			t.Fatalf("%s approved again with reason %q", r.IdempotencyKey, r.Reason)
+		}
+	}
+	if failed, _ := e.st.Rows(store.Filter{State: capture.Failed}); len(failed) != 0 {
+		t.Fatalf("%d rows failed, first %+v", len(failed), failed[0])
+	}
 }
 
 // TestBatchedRunRechecksAtTheSend: the node stops inside the driver's

@@ -373,38 +373,65 @@ func (n *Node) nextSeq() (uint64, error) {
 // error and nothing changed, in memory or for the peers. fill sets the
 // kind-specific fields.
 func (n *Node) Emit(kind Kind, subject string, fill func(*Event)) (Event, error) {
-	n.mu.Lock()
-	lamport, err := n.state.Next()
+	var f func(int, *Event)
+	if fill != nil {
+		f = func(_ int, e *Event) { fill(e) }
+	}
+	es, err := n.EmitMany(kind, []string{subject}, f)
 	if err != nil {
-		n.mu.Unlock()
 		return Event{}, err
 	}
-	seq, err := n.nextSeq()
-	if err != nil {
-		n.mu.Unlock()
-		return Event{}, fmt.Errorf("numbering an event: %w", err)
+	return es[0], nil
+}
+
+// EmitMany is Emit for one event per subject, all of one kind, numbered
+// and stamped as if emitted one after the other, and persisted in one
+// transaction: a pass that moves the epochs of a thousand addresses
+// writes (and fsyncs) the log once, not a thousand times. When the write
+// fails, none of them is applied or queued. fill(i, e) sets the
+// kind-specific fields of the event for subjects[i].
+func (n *Node) EmitMany(kind Kind, subjects []string, fill func(int, *Event)) ([]Event, error) {
+	if len(subjects) == 0 {
+		return nil, nil
 	}
-	e := Event{Origin: n.cfg.Node, Seq: seq, Lamport: lamport, Time: n.cfg.Clock().UnixNano(), Kind: kind, Subject: subject}
-	if fill != nil {
-		fill(&e)
+	n.mu.Lock()
+	events := make([]Event, len(subjects))
+	lamport := n.state.lamport
+	for i, subject := range subjects {
+		// As State.Next would for each in turn: never past MaxValue.
+		if lamport >= MaxValue {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("the Lamport clock is at %d, the most it may reach", lamport)
+		}
+		lamport++
+		seq, err := n.nextSeq()
+		if err != nil {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("numbering an event: %w", err)
+		}
+		e := Event{Origin: n.cfg.Node, Seq: seq, Lamport: lamport, Time: n.cfg.Clock().UnixNano(), Kind: kind, Subject: subject}
+		if fill != nil {
+			fill(i, &e)
+		}
+		if e.Record != nil && uint64(e.Record.Epoch) >= MaxValue {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("epoch %d of %s is out of bounds", e.Record.Epoch, subject)
+		}
+		events[i] = e
 	}
-	if e.Record != nil && uint64(e.Record.Epoch) >= MaxValue {
-		n.mu.Unlock()
-		return Event{}, fmt.Errorf("epoch %d of %s is out of bounds", e.Record.Epoch, subject)
-	}
-	_, err = n.applyLocked([]Event{e}, "", true)
+	_, err := n.applyLocked(events, "", true)
 	if err == nil && kind == Heartbeat && n.first == 0 {
-		n.first = e.Time
+		n.first = events[0].Time
 	}
 	n.mu.Unlock()
 	if err != nil {
-		return Event{}, err
+		return nil, err
 	}
 	n.kick("")
 	if kind != Heartbeat && n.cfg.OnChange != nil {
 		n.cfg.OnChange()
 	}
-	return e, nil
+	return events, nil
 }
 
 // applyLocked persists the durable events that are new, with their outbox
@@ -786,7 +813,8 @@ func (n *Node) deliverLoop(ctx context.Context, p Peer) {
 			case <-time.After(backoff):
 			}
 		}
-		if err := n.deliver(ctx, p); err != nil {
+		sent, err := n.deliver(ctx, p)
+		if err != nil {
 			if backoff == 0 {
 				// Only a batch that arrives after this failure says the
 				// peer is back.
@@ -800,14 +828,57 @@ func (n *Node) deliverLoop(ctx context.Context, p Peer) {
 			continue
 		}
 		backoff = 0
+		if sent > 0 && n.pending(p.Name) > 0 {
+			// A backlog (a pass that moved many epochs) goes out batch
+			// after batch, not one batch per heartbeat interval: the
+			// sender waits for the peer's acknowledgement of every
+			// record before it acts at it.
+			n.kickOne(p.Name)
+		}
 	}
 }
 
-// deliver sends one batch of the peer's outbox and drops what the peer
-// acknowledged, unless a newer event took its register meanwhile.
-func (n *Node) deliver(ctx context.Context, p Peer) error {
+// pending is how many registers a peer has not acknowledged.
+func (n *Node) pending(peer string) int {
 	n.mu.Lock()
-	regs := slices.Sorted(maps.Keys(n.outbox[p.Name]))
+	defer n.mu.Unlock()
+	return len(n.outbox[peer])
+}
+
+// kickOne wakes the delivery loop of one peer.
+func (n *Node) kickOne(peer string) {
+	select {
+	case n.wake[peer] <- struct{}{}:
+	default:
+	}
+}
+
+// batchOrder sorts a peer's outbox for sending: every register that is not
+// an epoch observation first (heartbeats, intents, status), then the
+// epochs, each part by name. A backlog of epoch records (a thousand
+// addresses moved at once) takes several batches; the sender's heartbeat
+// must not wait behind it, or its peers would find it stale while it is
+// busiest.
+func batchOrder(regs []string) {
+	slices.SortFunc(regs, func(a, b string) int {
+		ea, eb := strings.HasPrefix(a, "epoch|"), strings.HasPrefix(b, "epoch|")
+		switch {
+		case ea && !eb:
+			return 1
+		case !ea && eb:
+			return -1
+		}
+		return strings.Compare(a, b)
+	})
+}
+
+// deliver sends one batch of the peer's outbox and drops what the peer
+// acknowledged, unless a newer event took its register meanwhile. It
+// returns how many events the batch carried.
+func (n *Node) deliver(ctx context.Context, p Peer) (int, error) {
+	n.mu.Lock()
+	regs := slices.Collect(maps.Keys(n.outbox[p.Name]))
+	batchOrder(regs)
 	if len(regs) > maxBatch {
 		regs = regs[:maxBatch]
 	}
@@ -819,17 +890,17 @@ func (n *Node) deliver(ctx context.Context, p Peer) error {
 	}
 	n.mu.Unlock()
 	if len(b.Events) == 0 {
-		return nil
+		return 0, nil
 	}
 	body, err := json.Marshal(b)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.URL, "/")+Path, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := n.cfg.Client.Do(req)
@@ -846,7 +917,7 @@ func (n *Node) deliver(ctx context.Context, p Peer) error {
 	if err != nil {
 		st.Failures++
 		st.LastError = err.Error()
-		return err
+		return 0, err
 	}
 	st.Delivered += uint64(len(b.Events))
 	st.LastDelivered = n.cfg.Clock()
@@ -868,11 +939,11 @@ func (n *Node) deliver(ctx context.Context, p Peer) error {
 		go n.cfg.OnChange()
 	}
 	if len(done) == 0 {
-		return nil
+		return len(b.Events), nil
 	}
 	// Forgetting an acknowledgement is harmless (the event is sent again),
 	// so memory may run ahead of the file here.
-	return n.update(func(tx *bolt.Tx) error {
+	return len(b.Events), n.update(func(tx *bolt.Tx) error {
 		box := tx.Bucket(bOutbox)
 		for _, k := range done {
 			if err := box.Delete(k); err != nil {
@@ -900,8 +971,8 @@ func (n *Node) PullQuorum() int { return len(n.nodes) - 1 - n.ReplicationQuorum(
 // moved on, or bumped at once, and this node's pass has not caught up), or
 // that fewer than ReplicationQuorum peers are known to hold: a peer holds
 // a register's newest event when it is not in the outbox for that peer (it
-// acknowledged it, or it sent it). The outbox is persisted, so this
-// survives restarts.
+// acknowledged it, or it sent it), or when it is the event's origin. The
+// outbox is persisted, so this survives restarts.
 func (n *Node) Unreplicated(want map[capture.Key]capture.EpochRecord) []capture.Key {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -915,8 +986,15 @@ func (n *Node) Unreplicated(want map[capture.Key]capture.EpochRecord) []capture.
 			continue
 		}
 		held := 0
-		for _, box := range n.outbox {
-			if !box[reg] {
+		for peer, box := range n.outbox {
+			// The origin of the register's event holds it: it wrote it
+			// before sending it. This node's outbox may still name the
+			// register for that peer (this node's own event of the same
+			// record, not yet acknowledged, which the peer's replaced):
+			// counting only the outbox refused an acquire whose record
+			// two nodes had published at once, and the row then waited
+			// a retry delay with the address on no NIC.
+			if !box[reg] || cur.Origin == peer {
 				held++
 			}
 		}
@@ -1151,7 +1229,7 @@ func (n *Node) Flush(d time.Duration) {
 	defer cancel()
 	for _, p := range n.cfg.Peers {
 		for i := 0; i < 4 && ctx.Err() == nil; i++ {
-			if err := n.deliver(ctx, p); err != nil {
+			if _, err := n.deliver(ctx, p); err != nil {
 				break
 			}
 			n.mu.Lock()

@@ -730,6 +730,13 @@ type Outcome struct {
 	Err error
 	// Observed is the provider's state of the address after the call.
 	Observed string
+	// NotCalled: the call was never sent (the node was not ready to act
+	// when it came to send it). The row goes back to approved, with Err
+	// as its reason, so that a later run claims it, and gates it, again
+	// as soon as the node is ready, rather than failing and waiting
+	// RetryAfter: that wait is for a provider that failed, and none was
+	// asked.
+	NotCalled bool
 }
 
 // Complete records the outcome of a running row. On success it also
@@ -771,6 +778,13 @@ func (s *Store) completeTx(tx *bolt.Tx, key string, out Outcome, now time.Time) 
 	}
 	if row.State != capture.Running {
 		return fmt.Errorf("row %s is %s, not running", key, row.State)
+	}
+	if out.NotCalled {
+		row.State, row.Reason = capture.Approved, ""
+		if out.Err != nil {
+			row.Reason = out.Err.Error()
+		}
+		return r.put(&row, capture.Running)
 	}
 	row.DoneAt, row.Observed = now.UnixNano(), out.Observed
 	if out.Err != nil {
