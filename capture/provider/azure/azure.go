@@ -1,0 +1,584 @@
+// Package azure is the provider driver for Azure: secondary private IPs as
+// ipConfigurations of network interfaces, and enableIPForwarding as
+// forwarding. It speaks through the real SDK (armnetwork/v7 on azcore),
+// with credentials from azidentity's default chain (environment, workload
+// identity, managed identity, Azure CLI) unless Options names one, and an
+// endpoint override for ipfence's simulator (capture/provider/azure/armsim).
+//
+// A NIC's ipConfigurations change only by a PUT of the whole NIC, a
+// long-running operation that the driver polls to its end. A move is two
+// writes, because ARM refuses an address that another NIC holds
+// (PrivateIPAddressInUse): remove it from the old NIC, then add it to the
+// new one. Between them the address is on no NIC; it is never on two.
+//
+// # The cloud as a second wall
+//
+// Every PUT is conditional on the etag the driver read (If-Match), and is
+// sent only if the readiness check the context carries (gate.WithReady)
+// passes as the request's last step before the send. The order of one
+// write is: read the NIC (GET, or the list for Describe) and note its
+// etag; decide the change from what was read; ask readiness (is the pass
+// at the action's epoch still current?); PUT with If-Match on the noted
+// etag. The readiness check covers a node paused before the send; the etag
+// covers what the check cannot see, another actor's write between this
+// read and this write (a node paused after its check, a zombie whose
+// fence is off): ARM answers 412 and changes nothing. On a 412 the driver
+// reads the NIC again: when the address's placement on it (or, for
+// forwarding, the setting) is still what the first read said, the
+// conflicting write was about something else and the write is tried again
+// with the new etag, readiness asked again; when it changed, the call
+// fails with ErrConflict and sends nothing more, leaving the decision to
+// the next pass. The etag is read inside the call, not when the pass
+// planned it: a node whose whole call starts after another's write reads
+// the new etag, and only the gate stops it.
+//
+// A write is never retried by the SDK (a late retry could undo a newer
+// holder's change); reads are, with azcore's backoff that honours
+// Retry-After. The epoch and idempotency key travel in the
+// X-Ipfence-Epoch and X-Ipfence-Idempotency-Key headers, as the AWS
+// driver's: ARM ignores them, the simulator records them.
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+
+	"github.com/ipfence/ipfence/capture/gate"
+	"github.com/ipfence/ipfence/capture/provider"
+)
+
+// Header names carrying the fencing token to the simulator, and the
+// address a forwarding change is made for.
+const (
+	HeaderEpoch          = "X-Ipfence-Epoch"
+	HeaderIdempotencyKey = "X-Ipfence-Idempotency-Key"
+	HeaderAddress        = "X-Ipfence-Address"
+)
+
+// ErrConflict: the NIC changed since the driver read it, in a way that
+// touches the call's address (or setting): another actor wrote first, and
+// the call changed nothing more. The next pass decides again.
+var ErrConflict = errors.New("the NIC changed since it was read")
+
+// Options configure a driver.
+type Options struct {
+	// SubscriptionID and ResourceGroup hold every NIC the driver names;
+	// both are required.
+	SubscriptionID string
+	ResourceGroup  string
+	// Credential overrides azidentity's default chain (tests use a fake).
+	Credential azcore.TokenCredential
+	// Cloud is the Azure cloud; the zero value means the public one.
+	Cloud cloud.Configuration
+	// Endpoint overrides the cloud's Resource Manager endpoint, such as
+	// the simulator's URL. ARM needs https for a bearer token.
+	Endpoint string
+	// Transport overrides the HTTP client (tests trust the simulator's
+	// certificate with it).
+	Transport policy.Transporter
+	// PollFrequency is the pause between polls of a PUT's operation when
+	// ARM sends no Retry-After; 0 means 1 second, azcore's minimum
+	// outside tests.
+	PollFrequency time.Duration
+	// ReadRetries is how often a read is retried; 0 means 4.
+	ReadRetries int32
+	// RetryDelay and MaxRetryDelay shape the read retries' backoff; 0
+	// means azcore's (800 ms, 60 s).
+	RetryDelay    time.Duration
+	MaxRetryDelay time.Duration
+	// WriteAttempts bounds the writes of one step: a 412 whose conflict
+	// did not touch the address, or a seize finding the address taken
+	// again; 0 means 5.
+	WriteAttempts int
+}
+
+// Driver is an Azure provider.
+type Driver struct {
+	client *armnetwork.InterfacesClient
+	opts   Options
+}
+
+// New builds a driver.
+func New(o Options) (*Driver, error) {
+	if o.SubscriptionID == "" || o.ResourceGroup == "" {
+		return nil, errors.New("azure: the subscription id and the resource group are required")
+	}
+	if o.PollFrequency == 0 {
+		o.PollFrequency = time.Second
+	}
+	if o.ReadRetries == 0 {
+		o.ReadRetries = 4
+	}
+	if o.WriteAttempts == 0 {
+		o.WriteAttempts = 5
+	}
+	cred := o.Credential
+	if cred == nil {
+		c, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, fmt.Errorf("azure: credentials from the default chain: %w", err)
+		}
+		cred = c
+	}
+	cfg := o.Cloud
+	if cfg.Services == nil {
+		cfg = cloud.AzurePublic
+	}
+	if o.Endpoint != "" {
+		rm := cfg.Services[cloud.ResourceManager]
+		cfg.Services = maps.Clone(cfg.Services)
+		rm.Endpoint = o.Endpoint
+		if rm.Audience == "" {
+			rm.Audience = cloud.AzurePublic.Services[cloud.ResourceManager].Audience
+		}
+		cfg.Services[cloud.ResourceManager] = rm
+	}
+	copts := &arm.ClientOptions{
+		ClientOptions: policy.ClientOptions{
+			Cloud:     cfg,
+			Transport: o.Transport,
+			Retry: policy.RetryOptions{
+				MaxRetries: o.ReadRetries, RetryDelay: o.RetryDelay, MaxRetryDelay: o.MaxRetryDelay,
+			},
+			PerRetryPolicies: []policy.Policy{readyPolicy{}},
+		},
+		// Registering resource providers needs rights a node should not
+		// have; Microsoft.Network is registered wherever NICs exist.
+		DisableRPRegistration: true,
+	}
+	client, err := armnetwork.NewInterfacesClient(o.SubscriptionID, cred, copts)
+	if err != nil {
+		return nil, fmt.Errorf("azure: %w", err)
+	}
+	return &Driver{client: client, opts: o}, nil
+}
+
+// readyPolicy asks the readiness check the request's context carries
+// before a PUT is sent: it runs after the bearer token is attached, as the
+// last policy before the transport, so a node paused anywhere before it
+// rechecks when it wakes.
+type readyPolicy struct{}
+
+func (readyPolicy) Do(req *policy.Request) (*http.Response, error) {
+	if req.Raw().Method != http.MethodGet {
+		if err := gate.Ready(req.Raw().Context()); err != nil {
+			return nil, err
+		}
+	}
+	return req.Next()
+}
+
+// nicName reads a request's NIC: a name in the driver's resource group, or
+// the full resource id of one.
+func (d *Driver) nicName(nic string) (string, error) {
+	if !strings.HasPrefix(nic, "/") {
+		if nic == "" {
+			return "", errors.New("azure: empty NIC name")
+		}
+		return nic, nil
+	}
+	id, err := arm.ParseResourceID(nic)
+	if err != nil {
+		return "", fmt.Errorf("azure: NIC id %q: %w", nic, err)
+	}
+	if !strings.EqualFold(id.ResourceType.String(), "Microsoft.Network/networkInterfaces") {
+		return "", fmt.Errorf("azure: %q is a %s, not a network interface", nic, id.ResourceType)
+	}
+	if !strings.EqualFold(id.SubscriptionID, d.opts.SubscriptionID) || !strings.EqualFold(id.ResourceGroupName, d.opts.ResourceGroup) {
+		return "", fmt.Errorf("azure: NIC %q is not in subscription %s, resource group %s, where this driver acts", nic, d.opts.SubscriptionID, d.opts.ResourceGroup)
+	}
+	return id.Name, nil
+}
+
+// get reads one NIC.
+func (d *Driver) get(ctx context.Context, name string) (armnetwork.Interface, error) {
+	resp, err := d.client.Get(ctx, d.opts.ResourceGroup, name, nil)
+	if err != nil {
+		return armnetwork.Interface{}, mapError("GET network interface "+name, err)
+	}
+	return resp.Interface, nil
+}
+
+// list reads every NIC of the resource group.
+func (d *Driver) list(ctx context.Context) ([]*armnetwork.Interface, error) {
+	var out []*armnetwork.Interface
+	pages := d.client.NewListPager(d.opts.ResourceGroup, nil)
+	for pages.More() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, mapError("list network interfaces of "+d.opts.ResourceGroup, err)
+		}
+		out = append(out, page.Value...)
+	}
+	return out, nil
+}
+
+// config finds the ipConfiguration of n holding a; -1 when none does.
+func config(n *armnetwork.Interface, a netip.Addr) int {
+	if n.Properties == nil {
+		return -1
+	}
+	for i, c := range n.Properties.IPConfigurations {
+		if c == nil || c.Properties == nil || c.Properties.PrivateIPAddress == nil {
+			continue
+		}
+		if b, err := netip.ParseAddr(*c.Properties.PrivateIPAddress); err == nil && b == a {
+			return i
+		}
+	}
+	return -1
+}
+
+func isPrimary(c *armnetwork.InterfaceIPConfiguration) bool {
+	return c.Properties != nil && c.Properties.Primary != nil && *c.Properties.Primary
+}
+
+func forwarding(n *armnetwork.Interface) bool {
+	return n.Properties != nil && n.Properties.EnableIPForwarding != nil && *n.Properties.EnableIPForwarding
+}
+
+// put writes n back with If-Match on the etag it was read with, and polls
+// the operation until it succeeds.
+func (d *Driver) put(ctx context.Context, req provider.Request, n *armnetwork.Interface) error {
+	name := str(n.Name)
+	if n.Etag == nil || *n.Etag == "" {
+		return fmt.Errorf("azure: NIC %s was read without an etag; refusing an unconditional write", name)
+	}
+	h := http.Header{}
+	h.Set("If-Match", *n.Etag)
+	h.Set(HeaderEpoch, strconv.FormatUint(uint64(req.Epoch), 10))
+	h.Set(HeaderIdempotencyKey, req.IdempotencyKey)
+	if req.Address.IsValid() {
+		h.Set(HeaderAddress, req.Address.String())
+	}
+	wctx := policy.WithHTTPHeader(ctx, h)
+	wctx = policy.WithRetryOptions(wctx, policy.RetryOptions{MaxRetries: -1})
+	poller, err := d.client.BeginCreateOrUpdate(wctx, d.opts.ResourceGroup, name, *n, nil)
+	if err != nil {
+		return mapError("PUT network interface "+name, err)
+	}
+	// The polls are reads of the operation's status, retried as reads;
+	// they carry neither the condition nor the token.
+	if _, err := poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: d.opts.PollFrequency}); err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("azure: PUT network interface %s accepted, its outcome unknown: %w", name, err)
+		}
+		return fmt.Errorf("azure: PUT network interface %s accepted, its operation: %w", name, mapError("poll", err))
+	}
+	return nil
+}
+
+// write makes one conditional change to the named NIC: edit decides it
+// from the NIC as read (false: nothing to do), and same says whether a
+// fresh read still shows what the first one said about the call's
+// address or setting. A 412 is tried again only while same holds.
+func (d *Driver) write(ctx context.Context, req provider.Request, n armnetwork.Interface,
+	edit func(n *armnetwork.Interface) (bool, error), same func(first, now *armnetwork.Interface) bool) error {
+	first := n
+	for attempt := 1; ; attempt++ {
+		cp := n
+		if n.Properties != nil {
+			props := *n.Properties
+			props.IPConfigurations = append([]*armnetwork.InterfaceIPConfiguration(nil), n.Properties.IPConfigurations...)
+			cp.Properties = &props
+		}
+		change, err := edit(&cp)
+		if err != nil || !change {
+			return err
+		}
+		err = d.put(ctx, req, &cp)
+		if !isCode(err, http.StatusPreconditionFailed, "") {
+			return err
+		}
+		now, gerr := d.get(ctx, str(n.Name))
+		if gerr != nil {
+			return fmt.Errorf("%w; then reading it again: %w", err, gerr)
+		}
+		if !same(&first, &now) {
+			return fmt.Errorf("azure: %w: %s: %w", ErrConflict, str(n.Name), err)
+		}
+		if attempt >= d.opts.WriteAttempts {
+			return fmt.Errorf("azure: %w: %s changed %d times while written (about other addresses): %w", ErrConflict, str(n.Name), attempt, err)
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return err
+		}
+		n = now
+	}
+}
+
+func (d *Driver) remove(ctx context.Context, req provider.Request, n armnetwork.Interface) error {
+	a := req.Address
+	return d.write(ctx, req, n, func(n *armnetwork.Interface) (bool, error) {
+		i := config(n, a)
+		if i < 0 {
+			return false, nil
+		}
+		if isPrimary(n.Properties.IPConfigurations[i]) {
+			return false, fmt.Errorf("azure: %s is the primary address of NIC %s, which ipfence never moves", a, str(n.Name))
+		}
+		cfgs := n.Properties.IPConfigurations
+		n.Properties.IPConfigurations = append(cfgs[:i:i], cfgs[i+1:]...)
+		return true, nil
+	}, func(first, now *armnetwork.Interface) bool { return config(first, a) >= 0 == (config(now, a) >= 0) })
+}
+
+func (d *Driver) add(ctx context.Context, req provider.Request, n armnetwork.Interface) error {
+	a := req.Address
+	return d.write(ctx, req, n, func(n *armnetwork.Interface) (bool, error) {
+		if config(n, a) >= 0 {
+			return false, nil
+		}
+		var subnet *armnetwork.Subnet
+		for _, c := range n.Properties.IPConfigurations {
+			if c != nil && isPrimary(c) && c.Properties != nil {
+				subnet = c.Properties.Subnet
+			}
+		}
+		if subnet == nil {
+			return false, fmt.Errorf("azure: NIC %s has no primary ipConfiguration with a subnet to put %s in", str(n.Name), a)
+		}
+		n.Properties.IPConfigurations = append(n.Properties.IPConfigurations, &armnetwork.InterfaceIPConfiguration{
+			Name: to.Ptr(configName(a)),
+			Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
+				PrivateIPAddress:          to.Ptr(a.String()),
+				PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic),
+				PrivateIPAddressVersion:   to.Ptr(armnetwork.IPVersionIPv4),
+				Primary:                   to.Ptr(false),
+				Subnet:                    &armnetwork.Subnet{ID: subnet.ID},
+			},
+		})
+		return true, nil
+	}, func(first, now *armnetwork.Interface) bool { return config(first, a) >= 0 == (config(now, a) >= 0) })
+}
+
+// configName names the ipConfiguration ipfence adds for an address.
+func configName(a netip.Addr) string {
+	return "ipfence-" + strings.ReplaceAll(a.String(), ".", "-")
+}
+
+func checkAddr(a netip.Addr) error {
+	if !a.Is4() {
+		return fmt.Errorf("azure: %v: ipfence moves IPv4 secondary addresses only", a)
+	}
+	return nil
+}
+
+// Assign puts the address on the NIC. It reads every NIC of the resource
+// group first; when another NIC holds the address and reassign is set, it
+// takes it off that NIC and then adds it to this one, each a conditional
+// write (see the package documentation). When the add finds the address
+// taken meanwhile (PrivateIPAddressInUse), a seize reads again and tries
+// again after a random pause, up to WriteAttempts, and then fails with
+// ErrConflict; an assign without reassignment fails with
+// provider.ErrAssignedElsewhere.
+func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool) error {
+	name, err := d.nicName(req.NIC)
+	if err != nil {
+		return err
+	}
+	if err := checkAddr(req.Address); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		nics, err := d.list(ctx)
+		if err != nil {
+			return err
+		}
+		var target, holder *armnetwork.Interface
+		for _, n := range nics {
+			if str(n.Name) == name {
+				target = n
+			}
+			if config(n, req.Address) >= 0 {
+				if holder != nil {
+					return fmt.Errorf("azure: ARM reports %s on 2 NICs (%s, %s), which it never should", req.Address, str(holder.Name), str(n.Name))
+				}
+				holder = n
+			}
+		}
+		if target == nil {
+			t, err := d.get(ctx, name)
+			if err != nil {
+				return err
+			}
+			target = &t
+		}
+		if holder != nil && str(holder.Name) == name {
+			return nil
+		}
+		if holder != nil {
+			hn := str(holder.Name)
+			if !reassign {
+				return fmt.Errorf("azure: assign %s to %s: %w (%s)", req.Address, name, provider.ErrAssignedElsewhere, hn)
+			}
+			if isPrimary(holder.Properties.IPConfigurations[config(holder, req.Address)]) {
+				return fmt.Errorf("azure: assign %s to %s: %w: it is the primary address of %s", req.Address, name, provider.ErrAssignedElsewhere, hn)
+			}
+			if err := d.remove(ctx, req, *holder); err != nil {
+				return fmt.Errorf("azure: move %s from %s to %s, removing: %w", req.Address, hn, name, err)
+			}
+		}
+		err = d.add(ctx, req, *target)
+		if err == nil {
+			return nil
+		}
+		if !isCode(err, http.StatusBadRequest, "PrivateIPAddressInUse") {
+			return fmt.Errorf("azure: assign %s to %s: %w", req.Address, name, err)
+		}
+		if !reassign {
+			return fmt.Errorf("azure: assign %s to %s: %w: %w", req.Address, name, provider.ErrAssignedElsewhere, err)
+		}
+		// Others keep taking the address between this seize's read and
+		// its write: they wrote first, every time.
+		if attempt >= d.opts.WriteAttempts {
+			return fmt.Errorf("azure: assign %s to %s: %w: taken again by others %d times: %w", req.Address, name, ErrConflict, attempt, err)
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// pause waits a random while that grows with the attempt, so that racing
+// writers do not keep meeting.
+func pause(ctx context.Context, attempt int) error {
+	t := time.NewTimer(rand.N(time.Duration(attempt) * 10 * time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Unassign takes the address off the NIC; a NIC that does not hold it is
+// left alone and the call succeeds.
+func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
+	name, err := d.nicName(req.NIC)
+	if err != nil {
+		return err
+	}
+	if err := checkAddr(req.Address); err != nil {
+		return err
+	}
+	n, err := d.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := d.remove(ctx, req, n); err != nil {
+		return fmt.Errorf("azure: unassign %s from %s: %w", req.Address, name, err)
+	}
+	return nil
+}
+
+// SetForwarding turns the NIC's enableIPForwarding on or off.
+func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enabled bool) error {
+	name, err := d.nicName(req.NIC)
+	if err != nil {
+		return err
+	}
+	n, err := d.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	err = d.write(ctx, req, n, func(n *armnetwork.Interface) (bool, error) {
+		if forwarding(n) == enabled {
+			return false, nil
+		}
+		n.Properties.EnableIPForwarding = to.Ptr(enabled)
+		return true, nil
+	}, func(first, now *armnetwork.Interface) bool { return forwarding(first) == forwarding(now) })
+	if err != nil {
+		return fmt.Errorf("azure: set forwarding of %s to %t: %w", name, enabled, err)
+	}
+	return nil
+}
+
+// Describe finds the NIC of the resource group holding the address, from
+// one list of the group's NICs.
+func (d *Driver) Describe(ctx context.Context, addr netip.Addr) (provider.Observation, error) {
+	if !addr.IsValid() {
+		return provider.Observation{}, errors.New("azure: describe: invalid address")
+	}
+	nics, err := d.list(ctx)
+	if err != nil {
+		return provider.Observation{}, err
+	}
+	obs := provider.Observation{Address: addr}
+	for _, n := range nics {
+		if config(n, addr) < 0 {
+			continue
+		}
+		if obs.NIC != "" {
+			return provider.Observation{Address: addr}, fmt.Errorf("azure: ARM reports %s on 2 NICs (%s, %s), which it never should", addr, obs.NIC, str(n.Name))
+		}
+		obs.NIC, obs.Forwarding = str(n.Name), forwarding(n)
+	}
+	return obs, nil
+}
+
+// isCode reports whether err is ARM's answer with the status and, when
+// code is not empty, the error code.
+func isCode(err error, status int, code string) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == status && (code == "" || strings.EqualFold(re.ErrorCode, code))
+}
+
+// mapError sorts an SDK error into the contract's kinds, keeping ARM's
+// status, code and message (and the *azcore.ResponseError for errors.As).
+func mapError(call string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("azure: %s: %w", call, err)
+	}
+	if errors.Is(err, gate.ErrNotReady) {
+		return fmt.Errorf("azure: %s: %w", call, err)
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		what := fmt.Sprintf("%d %s", re.StatusCode, re.ErrorCode)
+		switch {
+		case re.StatusCode == http.StatusNotFound && (re.ErrorCode == "ResourceNotFound" || re.ErrorCode == "NotFound"):
+			return fmt.Errorf("azure: %s: %w: %s: %w", call, provider.ErrUnknownNIC, what, err)
+		case re.StatusCode == http.StatusTooManyRequests:
+			return fmt.Errorf("azure: %s: %w: %s: %w", call, provider.ErrThrottled, what, err)
+		case re.StatusCode >= 500:
+			return fmt.Errorf("azure: %s: %w: %s: %w", call, provider.ErrUnavailable, what, err)
+		}
+		return fmt.Errorf("azure: %s: %s: %w", call, what, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return fmt.Errorf("azure: %s: %w: %w", call, provider.ErrUnavailable, err)
+	}
+	return fmt.Errorf("azure: %s: %w", call, err)
+}
+
+var _ provider.Provider = (*Driver)(nil)
+
+// str reads an optional string of the SDK's models.
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
