@@ -79,10 +79,16 @@ func setSenders(m *HeaderMesh) {
 // hmClient is the HTTP client one node uses for its peers: a transport of
 // its own that pools connections, as etcd's peer transports do.
 type hmClient struct {
-	dials atomic.Int64
-	tr    *http.Transport
-	hc    *http.Client
+	dials   atomic.Int64
+	tr      *http.Transport
+	hc      *http.Client
+	timeout time.Duration
 }
+
+// passTimeout bounds a request that must pass: far above what a loaded
+// machine takes to answer on loopback, so that only a cut (a black hole)
+// makes it time out.
+const passTimeout = 10 * time.Second
 
 func newHMClient(t *testing.T, timeout time.Duration) *hmClient {
 	c := &hmClient{}
@@ -94,14 +100,17 @@ func newHMClient(t *testing.T, timeout time.Duration) *hmClient {
 		},
 	}
 	t.Cleanup(c.tr.CloseIdleConnections)
-	c.hc = &http.Client{Transport: c.tr, Timeout: timeout}
+	c.hc = &http.Client{Transport: c.tr}
+	c.timeout = timeout
 	return c
 }
 
 // get requests path from addr, with the sender header set to value unless
-// it is empty, and returns the body.
-func (c *hmClient) get(addr, path, value string) (string, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+// it is empty, and returns the body; the request times out after timeout.
+func (c *hmClient) get(addr, path, value string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return "", err
 	}
@@ -118,10 +127,17 @@ func (c *hmClient) get(addr, path, value string) (string, error) {
 }
 
 // try is get reduced to "ok" (with the expected body), "timeout" or
-// "reset" (any other failure).
-func (c *hmClient) try(t *testing.T, addr, path, value, want string) string {
+// "reset" (any other failure). expect is the outcome the caller wants: a
+// request expected to pass gets passTimeout, so that a loaded machine's
+// slow answer is not taken for a black hole; one expected to be cut gets
+// the client's short timeout (a cut only ever shows later, never sooner).
+func (c *hmClient) try(t *testing.T, addr, path, value, want, expect string) string {
 	t.Helper()
-	body, err := c.get(addr, path, value)
+	timeout := c.timeout
+	if expect == "ok" {
+		timeout = passTimeout
+	}
+	body, err := c.get(addr, path, value, timeout)
 	switch {
 	case err == nil && body == want:
 		return "ok"
@@ -135,7 +151,7 @@ func (c *hmClient) try(t *testing.T, addr, path, value, want string) string {
 
 func mustGet(t *testing.T, c *hmClient, addr, path, value, want string) {
 	t.Helper()
-	if body, err := c.get(addr, path, value); err != nil || body != want {
+	if body, err := c.get(addr, path, value, passTimeout); err != nil || body != want {
 		t.Fatalf("GET %s%s as %q = %q, %v; want %q", addr, path, value, body, err, want)
 	}
 }
@@ -344,16 +360,16 @@ func TestHeaderMeshIsolate(t *testing.T) {
 			eventually(t, "cut connections reset", func() bool {
 				return m.Stats("a").Open == 0 && m.Stats("b").Open == 1
 			})
-			if got := ca.try(t, m.Addr("b"), "/raft", "a1", "b"); got != tc.want {
+			if got := ca.try(t, m.Addr("b"), "/raft", "a1", "b", tc.want); got != tc.want {
 				t.Errorf("a -> b: %s, want %s", got, tc.want)
 			}
-			if got := cc.try(t, m.Addr("b"), "/raft", "c1", "b"); got != "ok" {
+			if got := cc.try(t, m.Addr("b"), "/raft", "c1", "b", "ok"); got != "ok" {
 				t.Errorf("c -> b: %s, want ok", got)
 			}
 			if n := cc.dials.Load(); n != 2 {
 				t.Errorf("c dialled %d times; its pooled connection to b should have lived", n)
 			}
-			if got := cc.try(t, m.Addr("a"), "/raft", "c1", "a"); got != tc.want {
+			if got := cc.try(t, m.Addr("a"), "/raft", "c1", "a", tc.want); got != tc.want {
 				t.Errorf("c -> a: %s, want %s", got, tc.want)
 			}
 
@@ -396,7 +412,7 @@ func TestHeaderMeshDirected(t *testing.T) {
 		{cc, "c", "b", "ok"},
 		{ca, "a", "c", "ok"},
 	} {
-		if got := tc.c.try(t, m.Addr(tc.to), "/raft", tc.from+"1", tc.to); got != tc.want {
+		if got := tc.c.try(t, m.Addr(tc.to), "/raft", tc.from+"1", tc.to, tc.want); got != tc.want {
 			t.Errorf("%s -> %s: %s, want %s", tc.from, tc.to, got, tc.want)
 		}
 	}
@@ -445,7 +461,7 @@ func TestHeaderMeshPooledConnection(t *testing.T) {
 	if n := ca.dials.Load(); n != 1 {
 		t.Errorf("a dialled %d times; its connection, identified as a, should have lived", n)
 	}
-	if got := cc.try(t, m.Addr("b"), "/raft", "c1", "b"); got != "timeout" {
+	if got := cc.try(t, m.Addr("b"), "/raft", "c1", "b", "timeout"); got != "timeout" {
 		t.Errorf("c -> b: %s, want timeout", got)
 	}
 	if s := m.Stats("b"); s.Cut != 2 || s.BlackHoled != 1 || cc.dials.Load() != 2 {
@@ -476,10 +492,10 @@ func TestHeaderMeshUnknownSender(t *testing.T) {
 
 	m.Apply(Grudge{"a": {"b"}, "b": {"a"}}, Drop)
 	eventually(t, "the unknown connection to b reset", func() bool { return m.Stats("b").Open == 0 })
-	if got := anonB.try(t, m.Addr("b"), "/version", "", "b"); got != "timeout" {
+	if got := anonB.try(t, m.Addr("b"), "/version", "", "b", "timeout"); got != "timeout" {
 		t.Errorf("unknown -> b: %s, want timeout", got)
 	}
-	if got := anonC.try(t, m.Addr("c"), "/version", "", "c"); got != "ok" {
+	if got := anonC.try(t, m.Addr("c"), "/version", "", "c", "ok"); got != "ok" {
 		t.Errorf("unknown -> c: %s, want ok", got)
 	}
 	if n := anonC.dials.Load(); n != 1 {
@@ -487,13 +503,13 @@ func TestHeaderMeshUnknownSender(t *testing.T) {
 	}
 	// A value nobody registered is as good as none.
 	other := newHMClient(t, cutTimeout)
-	if got := other.try(t, m.Addr("b"), "/version", "zz", "b"); got != "timeout" {
+	if got := other.try(t, m.Addr("b"), "/version", "zz", "b", "timeout"); got != "timeout" {
 		t.Errorf("zz -> b: %s, want timeout", got)
 	}
 	// A caller that names itself gets through: raft traffic between
 	// connected members is never cut.
 	cc := newHMClient(t, cutTimeout)
-	if got := cc.try(t, m.Addr("b"), "/raft", "c1", "b"); got != "ok" {
+	if got := cc.try(t, m.Addr("b"), "/raft", "c1", "b", "ok"); got != "ok" {
 		t.Errorf("c -> b: %s, want ok", got)
 	}
 	if s := m.Stats("b"); s.Cut != 3 || s.BlackHoled != 2 || s.Identified != 1 {
@@ -552,7 +568,7 @@ func TestHeaderMeshHealAndClose(t *testing.T) {
 		ca := newHMClient(t, cutTimeout)
 		defer ca.tr.CloseIdleConnections()
 		m.Apply(Isolate(m.Nodes(), "a"), Drop)
-		if got := ca.try(t, m.Addr("b"), "/raft", "a1", "b"); got != "timeout" {
+		if got := ca.try(t, m.Addr("b"), "/raft", "a1", "b", "timeout"); got != "timeout" {
 			t.Fatalf("a -> b under the cut: %s, want timeout", got)
 		}
 		m.Heal()
@@ -675,7 +691,7 @@ func TestHeaderMeshConcurrent(t *testing.T) {
 			}
 			wg.Go(func() {
 				for range 10 {
-					_, _ = clients[from].get(m.Addr(to), "/raft", from+"1")
+					_, _ = clients[from].get(m.Addr(to), "/raft", from+"1", cutTimeout)
 				}
 			})
 		}
