@@ -331,7 +331,7 @@ var (
 // were drawn) and errors.
 func browse(t *testing.T, chromium, path string) map[string]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a hang guard: a loaded machine took 147 s
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium,
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

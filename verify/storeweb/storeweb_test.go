@@ -286,7 +286,7 @@ var (
 func browse(t *testing.T, url string) (string, map[string]string) {
 	t.Helper()
 	chromium := testenv.Program(t, "chromium", "chromium-browser")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a hang guard, not a speed
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
