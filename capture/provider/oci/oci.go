@@ -415,7 +415,7 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
 	})
 	switch status(err) {
-	case 0:
+	case http.StatusOK:
 		return written{id: strOf(p.Id), tag: strOf(out.Etag)}, nil
 	case http.StatusPreconditionFailed:
 		return written{}, fmt.Errorf("oci: move %s from %s to %s: %w", req.Address, from, req.NIC, ErrChanged)
@@ -435,7 +435,7 @@ func (d *Driver) create(ctx context.Context, req provider.Request) (written, err
 		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
 	})
 	switch status(err) {
-	case 0:
+	case http.StatusOK:
 		return written{id: strOf(out.Id), tag: strOf(out.Etag)}, nil
 	case http.StatusConflict:
 		return written{}, fmt.Errorf("oci: create %s on %s: %w: %s", req.Address, req.NIC, provider.ErrAssignedElsewhere, message(err))
@@ -498,7 +498,7 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 			RequestMetadata: common.RequestMetadata{RetryPolicy: &d.once},
 		})
 		switch status(err) {
-		case 0, http.StatusNotFound:
+		case http.StatusOK, http.StatusNoContent, http.StatusNotFound:
 			return nil
 		case http.StatusPreconditionFailed:
 			// Changed since the read: look again; if it is still on
@@ -546,16 +546,17 @@ func (d *Driver) Describe(ctx context.Context, addr netip.Addr) (provider.Observ
 	return obs, nil
 }
 
-// status is the HTTP status of an OCI service error; 0 for success and
-// for errors that are not the service's.
+// status is the HTTP status of an OCI call's outcome: 200 for success,
+// the service error's status, or -1 for an error that is not the
+// service's (the network, the context, a refused readiness check).
 func status(err error) int {
 	if err == nil {
-		return 0
+		return http.StatusOK
 	}
 	if se, ok := common.IsServiceError(err); ok {
 		return se.GetHTTPStatusCode()
 	}
-	return 0
+	return -1
 }
 
 func message(err error) string {

@@ -1,13 +1,16 @@
 package oci_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +18,8 @@ import (
 
 	"github.com/oracle/oci-go-sdk/v65/common"
 
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/oci"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
@@ -58,6 +63,17 @@ type counting struct {
 	next  http.Handler
 	mu    sync.Mutex
 	calls map[string]int
+	// fail answers the next n calls of an operation with this status and
+	// code before the simulator sees them; lose lets the next n reach the
+	// simulator and answers 503 instead of its answer.
+	fail map[string]failure
+	lose map[string]int
+}
+
+type failure struct {
+	n      int
+	status int
+	code   string
 }
 
 func opOf(r *http.Request) string {
@@ -82,10 +98,45 @@ func opOf(r *http.Request) string {
 }
 
 func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	op := opOf(r)
 	c.mu.Lock()
-	c.calls[opOf(r)]++
+	c.calls[op]++
+	f := c.fail[op]
+	inject := f.n > 0
+	if inject {
+		f.n--
+		c.fail[op] = f
+	}
+	lose := c.lose[op] > 0
+	if lose {
+		c.lose[op]--
+	}
 	c.mu.Unlock()
-	c.next.ServeHTTP(w, r)
+	switch {
+	case inject:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(f.status)
+		fmt.Fprintf(w, `{"code":%q,"message":"injected by the test"}`, f.code)
+	case lose:
+		c.next.ServeHTTP(httptest.NewRecorder(), r)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"code":"ServiceUnavailable","message":"the answer was lost"}`)
+	default:
+		c.next.ServeHTTP(w, r)
+	}
+}
+
+func (c *counting) setFail(op string, f failure) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fail[op] = f
+}
+
+func (c *counting) loseNext(op string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lose[op] = n
 }
 
 func (c *counting) count(op string) int {
@@ -111,7 +162,7 @@ func newEnv(t *testing.T, vnics []string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cnt := &counting{next: sim, calls: map[string]int{}}
+	cnt := &counting{next: sim, calls: map[string]int{}, fail: map[string]failure{}, lose: map[string]int{}}
 	srv := httptest.NewTLSServer(cnt)
 	t.Cleanup(srv.Close)
 	e := &env{sim: sim, cnt: cnt, srv: srv}
@@ -192,4 +243,255 @@ func TestContractFaults(t *testing.T) {
 		e := newEnv(t, nics)
 		return recorded{e.drv, e.sim}, simFaults{t, e.sim}
 	})
+}
+
+var ip = netip.MustParseAddr("10.0.0.50")
+
+func req(nic string, epoch uint64) provider.Request {
+	return provider.Request{NIC: nic, Address: ip, Epoch: capture.Epoch(epoch), IdempotencyKey: fmt.Sprintf("t:%s:epoch:%d", nic, epoch)}
+}
+
+// The cloud as a second wall: node 1 (epoch 2) reads the private IP on
+// vnic-a and stops right before its move leaves, past its readiness
+// check (as with the gate off); node 2 (epoch 3) moves the address to
+// vnic-c meanwhile. Node 1's move goes out on the ETag it read: the cloud
+// refuses it with 412, the driver fails with ErrChanged without trying
+// again, and nothing changed: the address stays on vnic-c and the record
+// has no mutation at epoch 2, so the fence checker finds no stale action.
+func TestStaleMoveRefusedByTheCloud(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b", "vnic-c"})
+	_, pemKey := testKey(t)
+	node2 := e.driver(t, pemKey)
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	atSend, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stalled := gate.WithReady(t.Context(), func() error {
+		once.Do(func() { close(atSend); <-resume })
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- e.drv.Assign(stalled, req("vnic-b", 2), true) }()
+	select {
+	case <-atSend:
+	case err := <-done:
+		t.Fatalf("node 1 finished before its send: %v", err)
+	}
+	if err := node2.Assign(t.Context(), req("vnic-c", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	close(resume)
+	err := <-done
+	if !errors.Is(err, oci.ErrChanged) {
+		t.Fatalf("the stale move: %v, want ErrChanged", err)
+	}
+	if n := e.cnt.count(ocisim.OpUpdatePrivateIp); n != 2 {
+		t.Fatalf("%d UpdatePrivateIp calls, want 2: node 2's, and node 1's once (refused, not retried)", n)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-c" {
+		t.Fatalf("after the race: %+v %v", obs, err)
+	}
+	ms := e.sim.Mutations()
+	if len(ms) != 2 || ms[0].Epoch != 1 || ms[1].Epoch != 3 || ms[1].NIC != "vnic-c" || ms[1].From != "vnic-a" {
+		t.Fatalf("record: %+v, want the create at 1 and node 2's move at 3", ms)
+	}
+	if st := provider.StaleMutations(ms); len(st) != 0 {
+		t.Fatalf("stale mutations: %+v", st)
+	}
+}
+
+// A release races a move the same way: the old holder (vnic-a) read the
+// private IP and stops before its DeletePrivateIp leaves while another
+// node moves the address to vnic-b. The delete names the private IP's
+// OCID, which moved with the address: unconditional, it would strip the
+// new holder. On the old ETag it is refused; the driver looks again, finds
+// the address on another VNIC, and has nothing to do.
+func TestLateReleaseRefusedByTheCloud(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b"})
+	_, pemKey := testKey(t)
+	node2 := e.driver(t, pemKey)
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	atSend, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stalled := gate.WithReady(t.Context(), func() error {
+		once.Do(func() { close(atSend); <-resume })
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- e.drv.Unassign(stalled, req("vnic-a", 1)) }()
+	select {
+	case <-atSend:
+	case err := <-done:
+		t.Fatalf("the release finished before its send: %v", err)
+	}
+	if err := node2.Assign(t.Context(), req("vnic-b", 2), true); err != nil {
+		t.Fatal(err)
+	}
+	close(resume)
+	if err := <-done; err != nil {
+		t.Fatalf("the late release: %v, want nil (nothing to do once the address left)", err)
+	}
+	if n := e.cnt.count(ocisim.OpDeletePrivateIp); n != 1 {
+		t.Fatalf("%d DeletePrivateIp calls, want the one refused", n)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-b" {
+		t.Fatalf("after the late release: %+v %v, want the address on vnic-b", obs, err)
+	}
+	if ms := e.sim.Mutations(); len(ms) != 2 || ms[1].Call != capture.Assign || ms[1].NIC != "vnic-b" {
+		t.Fatalf("record: %+v", ms)
+	}
+}
+
+// A change is sent only if the readiness check the context carries passes
+// right before the send: refused from the first call on, Assign (a create
+// and a move), Unassign and SetForwarding read what they need and send no
+// change, and every error wraps gate.ErrNotReady.
+func TestMutationsAskReadyLast(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b"})
+	held := netip.MustParseAddr("10.0.0.60")
+	if err := e.drv.Assign(t.Context(), provider.Request{NIC: "vnic-a", Address: held}, false); err != nil {
+		t.Fatal(err)
+	}
+	n := len(e.sim.Mutations())
+	ctx := gate.WithReady(t.Context(), func() error { return errors.New("paused past the contact window") })
+	calls := map[string]func() error{
+		"Assign (create)": func() error { return e.drv.Assign(ctx, req("vnic-a", 2), false) },
+		"Assign (move)":   func() error { return e.drv.Assign(ctx, provider.Request{NIC: "vnic-b", Address: held, Epoch: 2}, true) },
+		"Unassign":        func() error { return e.drv.Unassign(ctx, provider.Request{NIC: "vnic-a", Address: held, Epoch: 2}) },
+		"SetForwarding":   func() error { return e.drv.SetForwarding(ctx, req("vnic-a", 2), true) },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, gate.ErrNotReady) || !strings.Contains(err.Error(), "paused past the contact window") {
+			t.Errorf("%s: %v, want the readiness refusal", name, err)
+		}
+	}
+	if e.cnt.count(ocisim.OpGetPrivateIp) < 2 || e.cnt.count(ocisim.OpListPrivateIps) < 3 {
+		t.Errorf("the calls did not read first: %v", e.cnt.calls)
+	}
+	if got := len(e.sim.Mutations()); got != n {
+		t.Fatalf("%d mutations while not ready", got-n)
+	}
+	if obs, _ := e.drv.Describe(t.Context(), held); obs.NIC != "vnic-a" || obs.Forwarding {
+		t.Fatalf("after the refusals: %+v", obs)
+	}
+}
+
+// A change is sent once: a delayed SDK retry of an old acquire could take
+// the address back from a newer holder. Reads are retried with backoff.
+func TestChangesAreNeverRetriedReadsAre(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b"})
+	e.cnt.setFail(ocisim.OpCreatePrivateIp, failure{n: 1, status: 429, code: "TooManyRequests"})
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); !errors.Is(err, provider.ErrThrottled) {
+		t.Fatalf("throttled create: %v", err)
+	}
+	e.cnt.setFail(ocisim.OpCreatePrivateIp, failure{n: 1, status: 500, code: "InternalServerError"})
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 2), false); !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("create on a 500: %v", err)
+	}
+	if n := e.cnt.count(ocisim.OpCreatePrivateIp); n != 2 {
+		t.Fatalf("%d creates sent for two failed acquires, want 2", n)
+	}
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 3), false); err != nil {
+		t.Fatal(err)
+	}
+	e.cnt.setFail(ocisim.OpUpdatePrivateIp, failure{n: 1, status: 503, code: "ServiceUnavailable"})
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 4), true); !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("move on a 503: %v", err)
+	}
+	if n := e.cnt.count(ocisim.OpUpdatePrivateIp); n != 1 {
+		t.Fatalf("%d moves sent, want 1", n)
+	}
+	before := e.cnt.count(ocisim.OpListPrivateIps)
+	e.cnt.setFail(ocisim.OpListPrivateIps, failure{n: 2, status: 429, code: "TooManyRequests"})
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-a" {
+		t.Fatalf("describe after two throttles: %+v %v", obs, err)
+	}
+	if n := e.cnt.count(ocisim.OpListPrivateIps) - before; n != 3 {
+		t.Fatalf("the list was sent %d times, want 3", n)
+	}
+	e.cnt.setFail(ocisim.OpListPrivateIps, failure{n: 5, status: 429, code: "TooManyRequests"})
+	if _, err := e.drv.Describe(t.Context(), ip); !errors.Is(err, provider.ErrThrottled) {
+		t.Fatalf("describe throttled past its attempts: %v", err)
+	}
+}
+
+// A create whose answer was lost is repeated with the same opc-retry-token
+// (the same action): the cloud answers with the first result instead of a
+// 409 for the address the first call took, and nothing is done twice.
+func TestLostCreateAnswerIsReplayed(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a"})
+	// The first create's effect shows only later, so the repeat does not
+	// find the address and creates again.
+	if err := e.sim.SetFaults(ocisim.Faults{RemapDelay: ocisim.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	e.cnt.loseNext(ocisim.OpCreatePrivateIp, 1)
+	r := req("vnic-a", 1)
+	if err := e.drv.Assign(t.Context(), r, false); !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("the create whose answer was lost: %v", err)
+	}
+	if err := e.drv.Assign(t.Context(), r, false); err != nil {
+		t.Fatalf("the same action again: %v", err)
+	}
+	if n := e.cnt.count(ocisim.OpCreatePrivateIp); n != 2 {
+		t.Fatalf("%d creates, want 2", n)
+	}
+	// Another action for the same address is a new create, and the
+	// address is taken.
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 2), false); !errors.Is(err, provider.ErrAssignedElsewhere) {
+		t.Fatalf("another action's create: %v", err)
+	}
+	e.sim.Flush()
+	if ms := e.sim.Mutations(); len(ms) != 1 || ms[0].NIC != "vnic-a" || ms[0].Epoch != 1 {
+		t.Fatalf("record: %+v, want one create", ms)
+	}
+	if n := len(e.sim.PrivateIPs()); n != 2 {
+		t.Fatalf("%d private IPs, want the primary and one", n)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b"})
+	ctx := t.Context()
+	if err := e.drv.Assign(ctx, req("vnic-zz", 1), false); !errors.Is(err, provider.ErrUnknownNIC) {
+		t.Errorf("unknown VNIC: %v", err)
+	}
+	if err := e.drv.Assign(ctx, req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.drv.Assign(ctx, req("vnic-b", 2), false); !errors.Is(err, provider.ErrAssignedElsewhere) {
+		t.Errorf("conflict: %v", err)
+	}
+	// A VNIC's primary private IP never moves.
+	prim := e.sim.VNICs()[0].PrimaryIP
+	if err := e.drv.Assign(ctx, provider.Request{NIC: "vnic-b", Address: prim}, true); !errors.Is(err, provider.ErrAssignedElsewhere) {
+		t.Errorf("seizing a primary: %v", err)
+	}
+	if err := e.drv.Unassign(ctx, provider.Request{NIC: e.sim.VNICs()[0].ID, Address: prim}); err == nil {
+		t.Error("unassigning a primary succeeded")
+	}
+	// An address outside the subnet is a permanent error with OCI's words.
+	bad := provider.Request{NIC: "vnic-a", Address: netip.MustParseAddr("192.168.9.9")}
+	err := e.drv.Assign(ctx, bad, false)
+	if err == nil || errors.Is(err, provider.ErrUnavailable) || errors.Is(err, provider.ErrThrottled) || !strings.Contains(err.Error(), "InvalidParameter") {
+		t.Errorf("address outside the subnet: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := e.drv.Assign(cancelled, req("vnic-a", 4), false); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	if _, err := oci.New(oci.Options{}); err == nil {
+		t.Error("a driver without a subnet was built")
+	}
+	e.srv.Close()
+	if _, err := e.drv.Describe(ctx, ip); !errors.Is(err, provider.ErrUnavailable) {
+		t.Errorf("server down: %v", err)
+	}
+	if err := e.drv.SetForwarding(ctx, req("vnic-a", 5), true); !errors.Is(err, provider.ErrUnavailable) {
+		t.Errorf("server down, forwarding: %v", err)
+	}
 }
