@@ -313,9 +313,15 @@ func staleFindings(ms []mutationRecord, startMono int64) []report.Finding {
 		}
 		m := s.Mutation
 		t := mutationTime(ms[s.Index], startMono)
-		out = append(out, report.Finding{Timed: true, At: time.Duration(t),
+		f := short[ms[s.Index].Call]
+		if f == "" {
+			f = ms[s.Index].Call
+		}
+		out = append(out, report.Finding{Timed: true, At: time.Duration(max(t, 0)),
 			Text: fmt.Sprintf("mutation %d at %.3fs: %s %s on %s at epoch %d, after epoch %d",
-				s.Index, float64(t)/1e9, m.Call, m.Address, m.NIC, m.Epoch, s.High)})
+				s.Index, float64(t)/1e9, m.Call, m.Address, m.NIC, m.Epoch, s.High),
+			// The provider lane's text of this mutation (providerLanes).
+			Pin: fmt.Sprintf("STALE %s %s epoch %d after %d", f, m.Address, m.Epoch, s.High)})
 	}
 	return out
 }

@@ -66,6 +66,11 @@ func TestProviderLanes(t *testing.T) {
 	if len(f) != 1 || f[0].Text != "mutation 3 at 4.000s: unassign-secondary-ip 10.0.1.10 on eni-n2 at epoch 3, after epoch 4" || f[0].At != 4*time.Second {
 		t.Errorf("stale findings = %+v", f)
 	}
+	// Its link pins its own mark in the provider lane, whatever else
+	// starts in the same microsecond.
+	if f[0].Pin != lanes[0].Events[3].Text {
+		t.Errorf("stale finding pins %q, its lane event is %q", f[0].Pin, lanes[0].Events[3].Text)
+	}
 }
 
 func TestReadMarks(t *testing.T) {

@@ -89,7 +89,7 @@ func TestTimelineStory(t *testing.T) {
 	if d.Verdict != "invalid" || len(d.Checkers) != 2 {
 		t.Fatalf("verdict %q, %d checkers", d.Verdict, len(d.Checkers))
 	}
-	wantF := []pageFinding{{"mutation 17 at 0.005s", 5000, 5000}, {"an untimed finding", -1, -1}}
+	wantF := []pageFinding{{"mutation 17 at 0.005s", 5000, 5000, ""}, {"an untimed finding", -1, -1, ""}}
 	if c := d.Checkers[0]; c.Name != "fence" || c.Verdict != "false" || c.Summary != "1 stale action" || !slices.Equal(c.Findings, wantF) {
 		t.Errorf("fence on the page = %+v", c)
 	}
@@ -265,5 +265,37 @@ func TestProcessNames(t *testing.T) {
 		if got := names(p); got != want {
 			t.Errorf("name of %d = %q, want %q", p, got, want)
 		}
+	}
+}
+
+// TestFindingPinsItsEvent: two lane events start in the same microsecond;
+// the finding that names the second by its Pin pins it, in chromium.
+func TestFindingPinsItsEvent(t *testing.T) {
+	events, _ := small()
+	o := TimelineOptions{Title: "pin", Verdict: "invalid",
+		Lanes: []Lane{{Name: "provider", Events: []LaneEvent{
+			{At: 5 * time.Millisecond, Text: "STALE unassign a", Bad: true},
+			{At: 5 * time.Millisecond, Text: "STALE unassign b", Bad: true},
+		}}},
+		Checkers: []CheckerSummary{{Name: "fence", Verdict: "false", Findings: []Finding{
+			{Text: "b is stale", Timed: true, At: 5 * time.Millisecond, Pin: "STALE unassign b"},
+		}}},
+	}
+	var buf bytes.Buffer
+	if err := TimelineWith(&buf, events, o); err != nil {
+		t.Fatal(err)
+	}
+	d := decodePage(t, buf.String())
+	if f := d.Checkers[0].Findings[0]; f.Pin != "STALE unassign b" || f.At != 5000 {
+		t.Fatalf("finding on the page = %+v", f)
+	}
+	click := `<script>
+document.querySelectorAll(".finds li.go")[0].click();
+document.body.dataset.pinned = document.getElementById("tip").textContent;
+</script>`
+	path := writePage(t, t.TempDir(), strings.Replace(buf.String(), "</body>", click+"</body>", 1))
+	got, _ := browse(t, path, 60*time.Second)
+	if !strings.HasPrefix(got["pinned"], "provider · STALE unassign b") || got["focus"] != "5000" {
+		t.Errorf("pinned %q, focus %q", got["pinned"], got["focus"])
 	}
 }

@@ -163,6 +163,11 @@ type Finding struct {
 	// or the period to End when End is after At.
 	Timed   bool
 	At, End time.Duration
+	// Pin, when set, is the text of the lane event to pin among those
+	// starting at At: several may start within the same microsecond
+	// (four stale unassigns of one batch), and without it the page pins
+	// the first drawn.
+	Pin string
 }
 
 // maxFindings bounds the findings the header lists per checker: it is one
@@ -223,6 +228,7 @@ type pageFinding struct {
 	Text string `json:"t"`
 	At   int64  `json:"s"`
 	End  int64  `json:"e"`
+	Pin  string `json:"p,omitempty"`
 }
 
 // timeline gathers what the page shows.
@@ -245,7 +251,7 @@ func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData 
 				pc.More = len(c.Findings) - i
 				break
 			}
-			pf := pageFinding{Text: clip(f.Text), At: -1, End: -1}
+			pf := pageFinding{Text: clip(f.Text), At: -1, End: -1, Pin: clip(f.Pin)}
 			if f.Timed {
 				pf.At, pf.End = micros(int64(f.At)), micros(int64(max(f.End, f.At)))
 			}

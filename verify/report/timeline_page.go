@@ -228,7 +228,7 @@ const timelineScript = `</script>
         function go() {
           [].forEach.call(list.querySelectorAll("li.on"), function (x) { x.classList.remove("on"); });
           li.classList.add("on");
-          focus(f.s, Math.max(f.e, f.s));
+          focus(f.s, Math.max(f.e, f.s), f.p);
         }
         li.addEventListener("click", go);
         li.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); go(); } });
@@ -240,14 +240,20 @@ const timelineScript = `</script>
   }
 
   // focus brings the moment from s to e (µs) into view with some room on
-  // either side, shades it, and pins the lane event that starts there.
-  function focus(s, e) {
+  // either side, shades it, and pins the lane event that starts there:
+  // the one whose text is pin, when given and there is one.
+  function focus(s, e, pin) {
     var pad = Math.max((e - s) * 0.5, 1e6);
     zoomAt(clampScale((W - LABEL - PAD) / (e - s + 2 * pad)), W / 2);
     view.scrollLeft = Math.max(0, (s - pad) * scale);
     band = { s: s, e: e };
     var at = -1;
     for (i = 0; i < N && at < 0; i++) if (out(i) >= 5 && start[i] === s) at = i;
+    if (pin) {
+      for (i = at; at >= 0 && i < N && start[i] <= s; i++) {
+        if (out(i) >= 5 && start[i] === s && D.fs[D.f[i]] === pin) { at = i; break; }
+      }
+    }
     if (at >= 0) {
       var y = rowOf[D.l[at]] * rowH;
       if (y < view.scrollTop || y > view.scrollTop + H - TOP - rowH) view.scrollTop = Math.max(0, y - (H - TOP) / 2);
