@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -494,4 +495,116 @@ func TestErrors(t *testing.T) {
 	if err := e.drv.SetForwarding(ctx, req("vnic-a", 5), true); !errors.Is(err, provider.ErrUnavailable) {
 		t.Errorf("server down, forwarding: %v", err)
 	}
+}
+
+// A storm of 429s and 5xx on every operation while two nodes move one
+// address among three VNICs: every acquire either succeeds or fails with a
+// clear kind (throttled, unavailable, or the cloud's 412 refusal), and the
+// record is one chain of moves, each from the VNIC that held the address
+// then, ending where Describe finds it: nothing lost, never two holders.
+func TestStorm(t *testing.T) {
+	vnics := []string{"vnic-a", "vnic-b", "vnic-c"}
+	e := newEnv(t, vnics)
+	_, pemKey := testKey(t)
+	nodes := []*oci.Driver{e.drv, e.driver(t, pemKey)}
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	n := len(e.sim.Mutations())
+	storm := []ocisim.ErrorRate{{Code: ocisim.CodeTooManyRequests, Rate: 0.2}, {Code: ocisim.CodeInternalServerError, Rate: 0.1}}
+	if err := e.sim.SetFaults(ocisim.Faults{Errors: map[string][]ocisim.ErrorRate{ocisim.AnyOperation: storm}}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		kinds = map[string]int{}
+		epoch atomic.Uint64
+		wg    sync.WaitGroup
+	)
+	epoch.Store(1)
+	for g, node := range nodes {
+		wg.Go(func() {
+			for i := range 30 {
+				err := node.Assign(t.Context(), req(vnics[(g+i)%len(vnics)], epoch.Add(1)), true)
+				kind := ""
+				switch {
+				case err == nil:
+					kind = "ok"
+				case errors.Is(err, provider.ErrThrottled):
+					kind = "throttled"
+				case errors.Is(err, provider.ErrUnavailable):
+					kind = "unavailable"
+				case errors.Is(err, oci.ErrChanged):
+					kind = "changed"
+				default:
+					t.Errorf("an acquire in the storm failed without a kind: %v", err)
+				}
+				mu.Lock()
+				kinds[kind]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if kinds["ok"] == 0 || kinds["throttled"]+kinds["unavailable"] == 0 {
+		t.Fatalf("outcomes %v: want successes and failures of the storm", kinds)
+	}
+	t.Logf("outcomes of 60 acquires: %v", kinds)
+	if err := e.sim.SetFaults(ocisim.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	obs, err := e.drv.Describe(t.Context(), ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := "vnic-a"
+	for i, m := range e.sim.Mutations()[n:] {
+		if m.Call != capture.Assign || m.From != holder || m.NIC == holder {
+			t.Fatalf("mutation %d: %+v, with the address on %s", i, m, holder)
+		}
+		holder = m.NIC
+	}
+	if obs.NIC != holder {
+		t.Fatalf("the record leaves the address on %s, Describe finds it on %q", holder, obs.NIC)
+	}
+}
+
+// BenchmarkMove reports what a seize costs: API calls per move (a list, a
+// get for the ETag, the conditional update, a get that sees it) and the
+// time of a move against the simulator on loopback.
+func BenchmarkMove(b *testing.B) {
+	k, pemKey := testKey(b)
+	sim, err := ocisim.New(ocisim.Config{VNICs: []string{"vnic-a", "vnic-b"}, Keys: map[string]*rsa.PublicKey{keyID: &k.PublicKey}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cnt := &counting{next: sim, calls: map[string]int{}, fail: map[string]failure{}, lose: map[string]int{}}
+	srv := httptest.NewServer(cnt)
+	defer srv.Close()
+	drv, err := oci.New(oci.Options{SubnetID: sim.SubnetID(), Host: srv.URL,
+		ConfigurationProvider: common.NewRawConfigurationProvider(tenancy, user, "us-ashburn-1", fingerprint, pemKey, nil)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := drv.Assign(b.Context(), req("vnic-a", 1), false); err != nil {
+		b.Fatal(err)
+	}
+	cnt.mu.Lock()
+	clear(cnt.calls)
+	cnt.mu.Unlock()
+	nics := []string{"vnic-b", "vnic-a"}
+	i := 0
+	for b.Loop() {
+		i++
+		if err := drv.Assign(b.Context(), req(nics[i%2], uint64(i+1)), true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cnt.mu.Lock()
+	total := 0
+	for _, c := range cnt.calls {
+		total += c
+	}
+	cnt.mu.Unlock()
+	b.ReportMetric(float64(total)/float64(i), "calls/move")
 }
