@@ -121,6 +121,8 @@ type Provider struct {
 	OnPrem OnPrem
 	// OCI is the OCI driver's settings, for type oci.
 	OCI OCI
+	// Azure is the Azure driver's settings, for type azure.
+	Azure Azure
 }
 
 // OnPrem configures the on-premises driver: where captured traffic goes

@@ -33,6 +33,8 @@ type refs struct {
 	providers map[string]bool
 	// types maps a provider reference to its type.
 	types map[string]string
+	// provs are the providers by reference.
+	provs map[string]Provider
 }
 
 // node checks the top-level mapping and every section under it. Sections
@@ -68,6 +70,7 @@ func (p *parser) node(root *yaml.Node) *Node {
 	for name, prov := range n.Providers {
 		r.types[name] = prov.Type
 	}
+	r.provs = n.Providers
 	n.Pools = p.pools(s, &r)
 	n.Approval = p.approval(s, r.providers)
 	n.Timing = p.timing(s)
@@ -383,7 +386,7 @@ func absolute(path string) (string, error) {
 
 // providerTypes are the known provider types, in the order messages list
 // them.
-var providerTypes = []string{TypeCloudsim, TypeAWS, TypeMemory, TypeOnPrem, TypeOCI}
+var providerTypes = []string{TypeCloudsim, TypeAWS, TypeMemory, TypeOnPrem, TypeOCI, TypeAzure}
 
 // providers checks the providers section: a mapping from reference to
 // provider.
@@ -412,7 +415,7 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 		if msg := checkName(name); msg != "" {
 			p.fail(k, field, "provider reference %s", msg)
 		}
-		ps := p.fields(val, field, k.Line, "type", "endpoint", "region", "workload_device", "workload_next_hop", "garp_count", "garp_repeat_after", "oci")
+		ps := p.fields(val, field, k.Line, "type", "endpoint", "region", "workload_device", "workload_next_hop", "garp_count", "garp_repeat_after", "oci", "azure")
 		if ps == nil {
 			continue
 		}
@@ -440,6 +443,7 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 		}
 		prov.OnPrem = p.onprem(ps, field, typ)
 		prov.OCI = p.oci(ps, field, typ)
+		prov.Azure = p.azure(ps, field, typ)
 		out[name] = prov
 	}
 	return out, names
@@ -673,6 +677,9 @@ func (p *parser) members(ps *section, r *refs, provider string, nics map[[2]stri
 		}
 		if target, tn := ms.text(p, "target", true); tn != nil {
 			tf := child(mf, "target")
+			if r.types[provider] == TypeAzure && strings.TrimSpace(target) != "" {
+				target = p.azureTarget(r.provs[provider].Azure, tn, tf, target)
+			}
 			if strings.TrimSpace(target) == "" {
 				p.fail(tn, tf, "must not be empty: the NIC id or interface that holds the address on %s", m.Node)
 			} else if r.types[provider] == TypeOnPrem {
