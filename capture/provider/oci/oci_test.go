@@ -488,6 +488,18 @@ func TestErrors(t *testing.T) {
 	if _, err := oci.New(oci.Options{}); err == nil {
 		t.Error("a driver without a subnet was built")
 	}
+	if _, err := oci.New(oci.Options{SubnetID: "ocid1.subnet.oc1..x", Auth: "api_key_in_yaml"}); err == nil || !strings.Contains(err.Error(), "unknown auth") {
+		t.Errorf("an unknown auth: %v", err)
+	}
+	// The config file chain with no config file: a clear error at once,
+	// not a request signed with nothing.
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("OCI_CONFIG_FILE", "")
+	if _, err := oci.New(oci.Options{SubnetID: "ocid1.subnet.oc1..x"}); err == nil {
+		t.Error("a driver was built without any credentials")
+	} else {
+		t.Logf("without credentials: %v", err)
+	}
 	e.srv.Close()
 	if _, err := e.drv.Describe(ctx, ip); !errors.Is(err, provider.ErrUnavailable) {
 		t.Errorf("server down: %v", err)

@@ -1,6 +1,7 @@
 package ocisim_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -535,5 +536,86 @@ func TestNewRefuses(t *testing.T) {
 		if _, err := ocisim.New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)
 		}
+	}
+}
+
+// The admin API: faults in and out as JSON (unknown fields refused), the
+// record with its epochs, flush and reset; an operation's latency holds a
+// call, and a caller that gives up during it changes nothing.
+func TestAdminAndLatency(t *testing.T) {
+	s := newSDK(t, ocisim.Config{VNICs: []string{"vnic-a"}})
+	do := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), method, s.srv.URL+path, strings.NewReader(body))
+		resp, err := s.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := do(http.MethodPut, "/admin/faults", `{"latency":"1ms","bogus":1}`); st != http.StatusBadRequest || !strings.Contains(body, "bogus") {
+		t.Fatalf("unknown field: %d %s", st, body)
+	}
+	if st, body := do(http.MethodPut, "/admin/faults", `{"operationLatency":{"CreatePrivateIp":"1h"}}`); st != http.StatusOK || !strings.Contains(body, `"CreatePrivateIp":"1h0m0s"`) {
+		t.Fatalf("faults: %d %s", st, body)
+	}
+	// A server in front that says when the create has arrived.
+	arrived := make(chan struct{}, 1)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			arrived <- struct{}{}
+		}
+		s.sim.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	client := s.client
+	client.Host = front.URL
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.CreatePrivateIp(ctx, core.CreatePrivateIpRequest{
+			CreatePrivateIpDetails: core.CreatePrivateIpDetails{VnicId: common.String("vnic-a"), IpAddress: common.String("10.0.0.7")},
+			RequestMetadata:        s.md(),
+		})
+		done <- err
+	}()
+	// The call has reached the simulator, which holds it for an hour;
+	// give up on it.
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("the create returned before it arrived: %v", err)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a create held by an hour of latency returned without error")
+	}
+	if st, _ := do(http.MethodPost, "/admin/reset", ""); st != http.StatusOK {
+		t.Fatalf("reset: %d", st)
+	}
+	if n := len(s.sim.PrivateIPs()); n != 1 {
+		t.Fatalf("%d private IPs after the abandoned create, want the primary only", n)
+	}
+	s.client.Interceptor = func(r *http.Request) error { r.Header.Set(ocisim.HeaderEpoch, "9"); return nil }
+	if _, err := s.create(t, "vnic-a", "10.0.0.7", ""); err != nil {
+		t.Fatal(err)
+	}
+	st, body := do(http.MethodGet, "/admin/mutations", "")
+	var ms []struct {
+		Call    string `json:"call"`
+		NIC     string `json:"nic"`
+		Address string `json:"address"`
+		Epoch   uint64 `json:"epoch"`
+		Mono    int64  `json:"mono"`
+	}
+	if err := json.Unmarshal([]byte(body), &ms); err != nil || st != http.StatusOK {
+		t.Fatalf("mutations: %d %s %v", st, body, err)
+	}
+	if len(ms) != 1 || ms[0].Call != "assign-secondary-ip" || ms[0].NIC != "vnic-a" || ms[0].Address != "10.0.0.7" || ms[0].Epoch != 9 || ms[0].Mono <= 0 {
+		t.Fatalf("mutations: %+v", ms)
+	}
+	if st, body := do(http.MethodGet, "/admin/state", ""); st != http.StatusOK || !strings.Contains(body, s.sim.SubnetID()) || !strings.Contains(body, `"10.0.0.7"`) {
+		t.Fatalf("state: %d %s", st, body)
 	}
 }
