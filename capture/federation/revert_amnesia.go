@@ -2,8 +2,9 @@
 
 package federation
 
-// The revert test's build in which a new incarnation is synced at once,
-// as before the amnesia fix; never shipped.
+// The revert test's build in which a new incarnation is synced at once
+// and acts at records no peer holds yet (Unreplicated is empty), as
+// before the amnesia fix; never shipped.
 const (
 	revertOverflow = false
 	revertAmnesia  = true
