@@ -43,6 +43,12 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	case "POST /admin/flush":
 		s.Flush()
 		writeJSON(w, http.StatusOK, s.State())
+	case "POST /admin/pause":
+		s.Pause()
+		writeJSON(w, http.StatusOK, s.State())
+	case "POST /admin/resume":
+		s.Resume()
+		writeJSON(w, http.StatusOK, s.State())
 	case "POST /admin/reset":
 		s.Reset()
 		writeJSON(w, http.StatusOK, s.State())

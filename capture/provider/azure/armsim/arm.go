@@ -130,6 +130,13 @@ func (s *Server) serveARM(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The body is read before the wait: only then does the HTTP server
+	// notice a caller that hangs up, so a call abandoned while paused is
+	// never applied.
+	if !s.waitResumed(r.Context().Done()) {
+		writeError(w, &armError{status: http.StatusServiceUnavailable, code: CodeServiceUnavailable, message: "The caller went away while the simulator was paused."})
+		return
+	}
 	rt, aerr := s.parsePath(r.Method, r.URL.Path)
 	if aerr == nil {
 		aerr = checkVersion(r)

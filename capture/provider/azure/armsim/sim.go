@@ -56,8 +56,7 @@
 //	429 TooManyRequests, 500 InternalServerError, 503 ServiceUnavailable  injected (Faults)
 //
 // Not simulated: creating or deleting NICs, pagination of the list (one
-// page), IPv6, public IPs, persistence across restarts, and the pause of
-// the EC2 dialect's admin API.
+// page), IPv6, public IPs, and persistence across restarts.
 package armsim
 
 import (
@@ -154,6 +153,10 @@ type Server struct {
 	rng      *rand.Rand
 	limits   Limits
 	buckets  map[string]*buckets
+	// resume is closed when the ARM API resumes; nil while it runs.
+	resume chan struct{}
+	// waiting counts the calls held by a pause.
+	waiting atomic.Int64
 }
 
 // nic is a NIC as ARM holds it after the last accepted PUT.
@@ -335,10 +338,56 @@ func (s *Server) Flush() {
 	}
 }
 
-// Reset clears the faults and makes everything accepted visible.
+// Reset clears the faults, resumes the ARM API and makes everything
+// accepted visible.
 func (s *Server) Reset() {
 	_ = s.SetFaults(Faults{})
+	s.Resume()
 	s.Flush()
+}
+
+// Pause makes ARM calls wait until Resume, or until their callers give
+// up (and then they change nothing). The admin API goes on.
+func (s *Server) Pause() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resume == nil {
+		s.resume = make(chan struct{})
+	}
+}
+
+// Resume lets paused and new ARM calls go on.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.resume != nil {
+		close(s.resume)
+		s.resume = nil
+	}
+}
+
+// Waiting counts the ARM calls a pause holds now.
+func (s *Server) Waiting() int { return int(s.waiting.Load()) }
+
+// waitResumed blocks while the ARM API is paused; false when done ended
+// first.
+func (s *Server) waitResumed(done <-chan struct{}) bool {
+	for {
+		s.mu.Lock()
+		ch := s.resume
+		s.mu.Unlock()
+		if ch == nil {
+			return true
+		}
+		s.waiting.Add(1)
+		select {
+		case <-ch:
+			s.waiting.Add(-1)
+		case <-done:
+			s.waiting.Add(-1)
+			return false
+		}
+	}
 }
 
 // NICState is a NIC as the admin API shows it: as ARM holds it, and as
@@ -393,7 +442,9 @@ func (n *nic) sortedSecondary() []netip.Addr {
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused)
 //	POST /admin/flush      make every accepted change visible now
-//	POST /admin/reset      clear the faults and flush
+//	POST /admin/pause      make ARM calls wait until resumed
+//	POST /admin/resume     let them go on
+//	POST /admin/reset      clear the faults, resume and flush
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/admin/") {
 		s.serveAdmin(w, r)
