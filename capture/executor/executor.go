@@ -329,7 +329,8 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 		flag             bool
 	}
 	groups := map[gk]*group{}
-	var order []any // *group or a row index
+	var order []any    // *group or a row index
+	var observed []int // rows of the group's calls so far, to describe
 	for i := range rows {
 		if notReady != nil && !(e.ReadyExempt != nil && e.ReadyExempt(rows[i].Kind)) {
 			outs[i].Err, outs[i].NotCalled = notReady, true
@@ -376,7 +377,7 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 		case *group:
 			if o.kind == capture.EnableForwarding || o.kind == capture.DisableForwarding {
 				// One call sets the NIC's forwarding for every row.
-				e.callGroup(ctx, o, o.rows, rows, outs)
+				e.observe(ctx, o.provider, e.callGroup(ctx, o, o.rows, rows, outs), rows, outs)
 				continue
 			}
 			for start := 0; start < len(o.rows); start += MaxBatch {
@@ -389,20 +390,40 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 						continue
 					}
 				}
-				e.callGroup(ctx, o, part, rows, outs)
+				observed = append(observed, e.callGroup(ctx, o, part, rows, outs)...)
 			}
+			// The group's rows are observed once all its calls are made,
+			// in one describe: describing after every call of up to
+			// MaxBatch addresses made a thousand-address move describe
+			// ten times, and pushed its last sends past the pass's
+			// contact window.
+			e.observe(ctx, o.provider, observed, rows, outs)
+			observed = observed[:0]
 		}
 	}
 	return outs
 }
 
+// observe describes the rows at idx, all of one provider, after their
+// calls, and records what it saw in outs.
+func (e *Executor) observe(ctx context.Context, provider string, idx []int, rows []capture.Row, outs []store.Outcome) {
+	if len(idx) == 0 {
+		return
+	}
+	obs := e.observeAll(ctx, e.Providers[provider], rows, idx)
+	for j, i := range idx {
+		outs[i].Observed = obs[j]
+	}
+}
+
 // callGroup makes one call for the rows at idx, all of group g, and
-// observes them.
-func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []capture.Row, outs []store.Outcome) {
+// returns the rows left to observe (callAll describes a group's rows once
+// all its calls are made); a row alone is called and observed as by call.
+func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []capture.Row, outs []store.Outcome) []int {
 	p := e.Providers[g.provider]
 	if len(idx) == 1 && g.kind != capture.EnableForwarding && g.kind != capture.DisableForwarding {
 		outs[idx[0]] = e.call(ctx, &rows[idx[0]])
-		return
+		return nil
 	}
 	reqs := make([]provider.Request, len(idx))
 	for j, i := range idx {
@@ -420,10 +441,10 @@ func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []ca
 		// The NIC's setting, once, under the first row's token.
 		err = p.SetForwarding(cctx, reqs[0], g.kind == capture.EnableForwarding)
 	}
-	obs := e.observeAll(ctx, p, rows, idx)
-	for j, i := range idx {
-		outs[i] = store.Outcome{Err: err, Observed: obs[j], NotCalled: errors.Is(err, gate.ErrNotReady)}
+	for _, i := range idx {
+		outs[i] = store.Outcome{Err: err, NotCalled: errors.Is(err, gate.ErrNotReady)}
 	}
+	return idx
 }
 
 // observeAll describes the rows' addresses after a call: in one call when

@@ -126,6 +126,12 @@ func TestBatchedRun(t *testing.T) {
 	if got := cnt.n["AssignPrivateIpAddresses"]; got != 3 {
 		t.Errorf("%d assign calls for 229 addresses, want 3", got)
 	}
+	// The rows of a group are observed in one describe once all its
+	// calls are made, not after each call: 8 describes here (11 when each
+	// of the three assign calls was observed on its own).
+	if got := cnt.n["DescribeNetworkInterfaces"]; got != 8 {
+		t.Errorf("%d describes, want 8", got)
+	}
 	if got := cnt.n["ModifyNetworkInterfaceAttribute"]; got != 1 {
 		t.Errorf("%d forwarding calls for one NIC, want 1", got)
 	}
