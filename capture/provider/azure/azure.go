@@ -10,6 +10,9 @@
 // writes, because ARM refuses an address that another NIC holds
 // (PrivateIPAddressInUse): remove it from the old NIC, then add it to the
 // new one. Between them the address is on no NIC; it is never on two.
+// AssignMany, UnassignMany and DescribeMany (the executor's Batcher) carry
+// many addresses in one write per NIC and one list of the resource group,
+// which matters under ARM's write budget of 10 a second.
 //
 // # The cloud as a second wall
 //
@@ -48,6 +51,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +75,10 @@ const (
 	HeaderEpoch          = "X-Ipfence-Epoch"
 	HeaderIdempotencyKey = "X-Ipfence-Idempotency-Key"
 	HeaderAddress        = "X-Ipfence-Address"
+	// HeaderAddresses lists the addresses of a write carrying several
+	// actions, in the order of the epochs and keys of HeaderEpoch and
+	// HeaderIdempotencyKey.
+	HeaderAddresses = "X-Ipfence-Addresses"
 )
 
 // ErrConflict: the NIC changed since the driver read it, in a way that
@@ -256,18 +264,32 @@ func forwarding(n *armnetwork.Interface) bool {
 }
 
 // put writes n back with If-Match on the etag it was read with, and polls
-// the operation until it succeeds.
-func (d *Driver) put(ctx context.Context, req provider.Request, n *armnetwork.Interface) error {
+// the operation until it succeeds. The fencing token of each request goes
+// with it: one request's in single values; several requests' as lists in
+// the order of HeaderAddresses, one epoch and key per address.
+func (d *Driver) put(ctx context.Context, reqs []provider.Request, n *armnetwork.Interface) error {
 	name := str(n.Name)
 	if n.Etag == nil || *n.Etag == "" {
 		return fmt.Errorf("azure: NIC %s was read without an etag; refusing an unconditional write", name)
 	}
 	h := http.Header{}
 	h.Set("If-Match", *n.Etag)
-	h.Set(HeaderEpoch, strconv.FormatUint(uint64(req.Epoch), 10))
-	h.Set(HeaderIdempotencyKey, req.IdempotencyKey)
-	if req.Address.IsValid() {
-		h.Set(HeaderAddress, req.Address.String())
+	if len(reqs) == 1 {
+		h.Set(HeaderEpoch, strconv.FormatUint(uint64(reqs[0].Epoch), 10))
+		h.Set(HeaderIdempotencyKey, reqs[0].IdempotencyKey)
+		if reqs[0].Address.IsValid() {
+			h.Set(HeaderAddress, reqs[0].Address.String())
+		}
+	} else {
+		var addrs, epochs, keys []string
+		for _, r := range reqs {
+			addrs = append(addrs, r.Address.String())
+			epochs = append(epochs, strconv.FormatUint(uint64(r.Epoch), 10))
+			keys = append(keys, r.IdempotencyKey)
+		}
+		h.Set(HeaderAddresses, strings.Join(addrs, ","))
+		h.Set(HeaderEpoch, strings.Join(epochs, ","))
+		h.Set(HeaderIdempotencyKey, strings.Join(keys, ","))
 	}
 	wctx := policy.WithHTTPHeader(ctx, h)
 	wctx = policy.WithRetryOptions(wctx, policy.RetryOptions{MaxRetries: -1})
@@ -289,8 +311,8 @@ func (d *Driver) put(ctx context.Context, req provider.Request, n *armnetwork.In
 // write makes one conditional change to the named NIC: edit decides it
 // from the NIC as read (false: nothing to do), and same says whether a
 // fresh read still shows what the first one said about the call's
-// address or setting. A 412 is tried again only while same holds.
-func (d *Driver) write(ctx context.Context, req provider.Request, n armnetwork.Interface,
+// addresses or setting. A 412 is tried again only while same holds.
+func (d *Driver) write(ctx context.Context, reqs []provider.Request, n armnetwork.Interface,
 	edit func(n *armnetwork.Interface) (bool, error), same func(first, now *armnetwork.Interface) bool) error {
 	first := n
 	for attempt := 1; ; attempt++ {
@@ -304,7 +326,7 @@ func (d *Driver) write(ctx context.Context, req provider.Request, n armnetwork.I
 		if err != nil || !change {
 			return err
 		}
-		err = d.put(ctx, req, &cp)
+		err = d.put(ctx, reqs, &cp)
 		if !isCode(err, http.StatusPreconditionFailed, "") {
 			return err
 		}
@@ -325,49 +347,73 @@ func (d *Driver) write(ctx context.Context, req provider.Request, n armnetwork.I
 	}
 }
 
-func (d *Driver) remove(ctx context.Context, req provider.Request, n armnetwork.Interface) error {
-	a := req.Address
-	return d.write(ctx, req, n, func(n *armnetwork.Interface) (bool, error) {
-		i := config(n, a)
-		if i < 0 {
-			return false, nil
+// samePlacement says whether two reads of a NIC agree on which of the
+// requests' addresses it holds.
+func samePlacement(reqs []provider.Request) func(first, now *armnetwork.Interface) bool {
+	return func(first, now *armnetwork.Interface) bool {
+		for _, r := range reqs {
+			if (config(first, r.Address) >= 0) != (config(now, r.Address) >= 0) {
+				return false
+			}
 		}
-		if isPrimary(n.Properties.IPConfigurations[i]) {
-			return false, fmt.Errorf("azure: %s is the primary address of NIC %s, which ipfence never moves", a, str(n.Name))
-		}
-		cfgs := n.Properties.IPConfigurations
-		n.Properties.IPConfigurations = append(cfgs[:i:i], cfgs[i+1:]...)
-		return true, nil
-	}, func(first, now *armnetwork.Interface) bool { return config(first, a) >= 0 == (config(now, a) >= 0) })
+		return true
+	}
 }
 
-func (d *Driver) add(ctx context.Context, req provider.Request, n armnetwork.Interface) error {
-	a := req.Address
-	return d.write(ctx, req, n, func(n *armnetwork.Interface) (bool, error) {
-		if config(n, a) >= 0 {
-			return false, nil
+// remove takes the requests' addresses off n in one conditional write;
+// addresses n does not hold are left alone.
+func (d *Driver) remove(ctx context.Context, reqs []provider.Request, n armnetwork.Interface) error {
+	return d.write(ctx, reqs, n, func(n *armnetwork.Interface) (bool, error) {
+		change := false
+		for _, r := range reqs {
+			i := config(n, r.Address)
+			if i < 0 {
+				continue
+			}
+			if isPrimary(n.Properties.IPConfigurations[i]) {
+				return false, fmt.Errorf("azure: %s is the primary address of NIC %s, which ipfence never moves", r.Address, str(n.Name))
+			}
+			cfgs := n.Properties.IPConfigurations
+			n.Properties.IPConfigurations = append(cfgs[:i:i], cfgs[i+1:]...)
+			change = true
 		}
+		return change, nil
+	}, samePlacement(reqs))
+}
+
+// add puts the requests' addresses on n in one conditional write, each in
+// an ipConfiguration of its own in the subnet of n's primary.
+func (d *Driver) add(ctx context.Context, reqs []provider.Request, n armnetwork.Interface) error {
+	return d.write(ctx, reqs, n, func(n *armnetwork.Interface) (bool, error) {
 		var subnet *armnetwork.Subnet
 		for _, c := range n.Properties.IPConfigurations {
 			if c != nil && isPrimary(c) && c.Properties != nil {
 				subnet = c.Properties.Subnet
 			}
 		}
-		if subnet == nil {
-			return false, fmt.Errorf("azure: NIC %s has no primary ipConfiguration with a subnet to put %s in", str(n.Name), a)
+		change := false
+		for _, r := range reqs {
+			a := r.Address
+			if config(n, a) >= 0 {
+				continue
+			}
+			if subnet == nil {
+				return false, fmt.Errorf("azure: NIC %s has no primary ipConfiguration with a subnet to put %s in", str(n.Name), a)
+			}
+			n.Properties.IPConfigurations = append(n.Properties.IPConfigurations, &armnetwork.InterfaceIPConfiguration{
+				Name: to.Ptr(configName(a)),
+				Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
+					PrivateIPAddress:          to.Ptr(a.String()),
+					PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic),
+					PrivateIPAddressVersion:   to.Ptr(armnetwork.IPVersionIPv4),
+					Primary:                   to.Ptr(false),
+					Subnet:                    &armnetwork.Subnet{ID: subnet.ID},
+				},
+			})
+			change = true
 		}
-		n.Properties.IPConfigurations = append(n.Properties.IPConfigurations, &armnetwork.InterfaceIPConfiguration{
-			Name: to.Ptr(configName(a)),
-			Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
-				PrivateIPAddress:          to.Ptr(a.String()),
-				PrivateIPAllocationMethod: to.Ptr(armnetwork.IPAllocationMethodStatic),
-				PrivateIPAddressVersion:   to.Ptr(armnetwork.IPVersionIPv4),
-				Primary:                   to.Ptr(false),
-				Subnet:                    &armnetwork.Subnet{ID: subnet.ID},
-			},
-		})
-		return true, nil
-	}, func(first, now *armnetwork.Interface) bool { return config(first, a) >= 0 == (config(now, a) >= 0) })
+		return change, nil
+	}, samePlacement(reqs))
 }
 
 // configName names the ipConfiguration ipfence adds for an address.
@@ -395,24 +441,42 @@ func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool
 	if err != nil {
 		return err
 	}
-	if err := checkAddr(req.Address); err != nil {
+	return d.assign(ctx, name, []provider.Request{req}, reassign)
+}
+
+// AssignMany puts every address of reqs on nic as Assign does for one,
+// with one write to each NIC involved: one per NIC the addresses leave,
+// then one to nic. An error means any of them may or may not have moved.
+func (d *Driver) AssignMany(ctx context.Context, nic string, reqs []provider.Request, reassign bool) error {
+	name, err := d.nicName(nic)
+	if err != nil {
 		return err
+	}
+	return d.assign(ctx, name, reqs, reassign)
+}
+
+func (d *Driver) assign(ctx context.Context, name string, reqs []provider.Request, reassign bool) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	for _, r := range reqs {
+		if err := checkAddr(r.Address); err != nil {
+			return err
+		}
+	}
+	what := reqs[0].Address.String()
+	if len(reqs) > 1 {
+		what = fmt.Sprintf("%d addresses", len(reqs))
 	}
 	for attempt := 1; ; attempt++ {
 		nics, err := d.list(ctx)
 		if err != nil {
 			return err
 		}
-		var target, holder *armnetwork.Interface
+		var target *armnetwork.Interface
 		for _, n := range nics {
 			if str(n.Name) == name {
 				target = n
-			}
-			if config(n, req.Address) >= 0 {
-				if holder != nil {
-					return fmt.Errorf("azure: ARM reports %s on 2 NICs (%s, %s), which it never should", req.Address, str(holder.Name), str(n.Name))
-				}
-				holder = n
 			}
 		}
 		if target == nil {
@@ -422,40 +486,110 @@ func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool
 			}
 			target = &t
 		}
-		if holder != nil && str(holder.Name) == name {
-			return nil
-		}
-		if holder != nil {
+		holders := map[string]*armnetwork.Interface{}
+		leaving := map[string][]provider.Request{}
+		var todo []provider.Request
+		for _, r := range reqs {
+			var holder *armnetwork.Interface
+			for _, n := range nics {
+				if config(n, r.Address) < 0 {
+					continue
+				}
+				if holder != nil {
+					return fmt.Errorf("azure: ARM reports %s on 2 NICs (%s, %s), which it never should", r.Address, str(holder.Name), str(n.Name))
+				}
+				holder = n
+			}
+			if holder != nil && str(holder.Name) == name {
+				continue
+			}
+			todo = append(todo, r)
+			if holder == nil {
+				continue
+			}
 			hn := str(holder.Name)
 			if !reassign {
-				return fmt.Errorf("azure: assign %s to %s: %w (%s)", req.Address, name, provider.ErrAssignedElsewhere, hn)
+				return fmt.Errorf("azure: assign %s to %s: %w (%s)", r.Address, name, provider.ErrAssignedElsewhere, hn)
 			}
-			if isPrimary(holder.Properties.IPConfigurations[config(holder, req.Address)]) {
-				return fmt.Errorf("azure: assign %s to %s: %w: it is the primary address of %s", req.Address, name, provider.ErrAssignedElsewhere, hn)
+			if isPrimary(holder.Properties.IPConfigurations[config(holder, r.Address)]) {
+				return fmt.Errorf("azure: assign %s to %s: %w: it is the primary address of %s", r.Address, name, provider.ErrAssignedElsewhere, hn)
 			}
-			if err := d.remove(ctx, req, *holder); err != nil {
-				return fmt.Errorf("azure: move %s from %s to %s, removing: %w", req.Address, hn, name, err)
+			holders[hn] = holder
+			leaving[hn] = append(leaving[hn], r)
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		for _, hn := range slices.Sorted(maps.Keys(leaving)) {
+			if err := d.remove(ctx, leaving[hn], *holders[hn]); err != nil {
+				return fmt.Errorf("azure: move %s from %s to %s, removing: %w", what, hn, name, err)
 			}
 		}
-		err = d.add(ctx, req, *target)
+		err = d.add(ctx, todo, *target)
 		if err == nil {
 			return nil
 		}
 		if !isCode(err, http.StatusBadRequest, "PrivateIPAddressInUse") {
-			return fmt.Errorf("azure: assign %s to %s: %w", req.Address, name, err)
+			return fmt.Errorf("azure: assign %s to %s: %w", what, name, err)
 		}
 		if !reassign {
-			return fmt.Errorf("azure: assign %s to %s: %w: %w", req.Address, name, provider.ErrAssignedElsewhere, err)
+			return fmt.Errorf("azure: assign %s to %s: %w: %w", what, name, provider.ErrAssignedElsewhere, err)
 		}
 		// Others keep taking the address between this seize's read and
 		// its write: they wrote first, every time.
 		if attempt >= d.opts.WriteAttempts {
-			return fmt.Errorf("azure: assign %s to %s: %w: taken again by others %d times: %w", req.Address, name, ErrConflict, attempt, err)
+			return fmt.Errorf("azure: assign %s to %s: %w: taken again by others %d times: %w", what, name, ErrConflict, attempt, err)
 		}
 		if err := pause(ctx, attempt); err != nil {
 			return err
 		}
 	}
+}
+
+// UnassignMany takes every address of reqs off nic in one write; those
+// nic does not hold are left alone.
+func (d *Driver) UnassignMany(ctx context.Context, nic string, reqs []provider.Request) error {
+	name, err := d.nicName(nic)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if err := checkAddr(r.Address); err != nil {
+			return err
+		}
+	}
+	n, err := d.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := d.remove(ctx, reqs, n); err != nil {
+		return fmt.Errorf("azure: unassign %d addresses from %s: %w", len(reqs), name, err)
+	}
+	return nil
+}
+
+// DescribeMany reports where each address is, from one list of the
+// resource group's NICs.
+func (d *Driver) DescribeMany(ctx context.Context, addrs []netip.Addr) (map[netip.Addr]provider.Observation, error) {
+	nics, err := d.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[netip.Addr]provider.Observation, len(addrs))
+	for _, a := range addrs {
+		obs := provider.Observation{Address: a}
+		for _, n := range nics {
+			if config(n, a) < 0 {
+				continue
+			}
+			if obs.NIC != "" {
+				return nil, fmt.Errorf("azure: ARM reports %s on 2 NICs (%s, %s), which it never should", a, obs.NIC, str(n.Name))
+			}
+			obs.NIC, obs.Forwarding = str(n.Name), forwarding(n)
+		}
+		out[a] = obs
+	}
+	return out, nil
 }
 
 // pause waits a random while that grows with the attempt, so that racing
@@ -485,7 +619,7 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := d.remove(ctx, req, n); err != nil {
+	if err := d.remove(ctx, []provider.Request{req}, n); err != nil {
 		return fmt.Errorf("azure: unassign %s from %s: %w", req.Address, name, err)
 	}
 	return nil
@@ -501,7 +635,7 @@ func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enable
 	if err != nil {
 		return err
 	}
-	err = d.write(ctx, req, n, func(n *armnetwork.Interface) (bool, error) {
+	err = d.write(ctx, []provider.Request{req}, n, func(n *armnetwork.Interface) (bool, error) {
 		if forwarding(n) == enabled {
 			return false, nil
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/executor"
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/azure"
@@ -275,6 +276,12 @@ func TestMutationsAskReadyLast(t *testing.T) {
 		},
 		"Unassign":      func() error { return e.drv.Unassign(ctx, req("nic-a", 2)) },
 		"SetForwarding": func() error { return e.drv.SetForwarding(ctx, req("nic-a", 2), true) },
+		"AssignMany": func() error {
+			return e.drv.AssignMany(ctx, "nic-b", []provider.Request{req("nic-b", 2), {NIC: "nic-b", Address: netip.MustParseAddr("10.0.0.62")}}, true)
+		},
+		"UnassignMany": func() error {
+			return e.drv.UnassignMany(ctx, "nic-a", []provider.Request{req("nic-a", 2), {NIC: "nic-a", Address: netip.MustParseAddr("10.0.0.62")}})
+		},
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, gate.ErrNotReady) || !strings.Contains(err.Error(), "paused past the contact window") {
@@ -392,3 +399,91 @@ func TestErrors(t *testing.T) {
 		t.Errorf("server down: %v", err)
 	}
 }
+
+// TestBatches: 60 addresses go onto a NIC with one PUT, each recorded
+// with its own epoch and key; where they are is read with one list; a
+// move of some of them from two NICs is a PUT of each NIC they leave and
+// one of the NIC they join; a release names them in one PUT and leaves
+// alone those the NIC no longer holds.
+func TestBatches(t *testing.T) {
+	e := newEnv(t, []string{"nic-a", "nic-b", "nic-c"})
+	ctx := t.Context()
+	var reqs []provider.Request
+	var addrs []netip.Addr
+	for i := range 60 {
+		a := netip.AddrFrom4([4]byte{10, 0, 0, byte(100 + i)})
+		addrs = append(addrs, a)
+		reqs = append(reqs, provider.Request{NIC: "nic-a", Address: a, Epoch: capture.Epoch(1000 + i), IdempotencyKey: fmt.Sprintf("k%d", i)})
+	}
+	if err := e.drv.AssignMany(ctx, "nic-a", reqs, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("PUT nic"); n != 1 {
+		t.Fatalf("%d PUTs for 60 addresses, want 1", n)
+	}
+	ms := e.sim.Mutations()
+	if len(ms) != 60 {
+		t.Fatalf("%d mutations, want 60", len(ms))
+	}
+	for i, m := range ms {
+		if m.Call != capture.Assign || m.Address != addrs[i] || m.Epoch != capture.Epoch(1000+i) || m.IdempotencyKey != fmt.Sprintf("k%d", i) || m.NIC != "nic-a" {
+			t.Fatalf("mutation %d: %+v", i, m)
+		}
+	}
+	lists := e.cnt.count("GET list")
+	obs, err := e.drv.DescribeMany(ctx, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("GET list") - lists; n != 1 {
+		t.Fatalf("%d lists for 60 addresses, want 1", n)
+	}
+	for _, a := range addrs {
+		if obs[a] != (provider.Observation{Address: a, NIC: "nic-a"}) {
+			t.Fatalf("%s: %+v", a, obs[a])
+		}
+	}
+	// addrs[0] goes to nic-b first; then addrs[0] (from nic-b) and
+	// addrs[1] (from nic-a) go to nic-c in one call.
+	if err := e.drv.Assign(ctx, provider.Request{NIC: "nic-b", Address: addrs[0], Epoch: 2000}, true); err != nil {
+		t.Fatal(err)
+	}
+	puts := e.cnt.count("PUT nic")
+	move := []provider.Request{{NIC: "nic-c", Address: addrs[0], Epoch: 2001, IdempotencyKey: "m0"}, {NIC: "nic-c", Address: addrs[1], Epoch: 2002, IdempotencyKey: "m1"}}
+	if err := e.drv.AssignMany(ctx, "nic-c", move, false); !errors.Is(err, provider.ErrAssignedElsewhere) {
+		t.Fatalf("a batch without reassignment of held addresses: %v", err)
+	}
+	if err := e.drv.AssignMany(ctx, "nic-c", move, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("PUT nic") - puts; n != 3 {
+		t.Fatalf("the move from two NICs made %d PUTs, want 3", n)
+	}
+	got := e.sim.Mutations()[62:]
+	if len(got) != 4 || got[0].NIC != "nic-a" || got[0].Call != capture.Unassign || got[0].Epoch != 2002 ||
+		got[1].NIC != "nic-b" || got[1].Call != capture.Unassign || got[1].Epoch != 2001 ||
+		got[2].NIC != "nic-c" || got[2].Epoch != 2001 || got[2].IdempotencyKey != "m0" || got[3].NIC != "nic-c" || got[3].Epoch != 2002 {
+		t.Fatalf("the move's record: %+v", got)
+	}
+	rel := []provider.Request{{NIC: "nic-a", Address: addrs[1], Epoch: 3000}, {NIC: "nic-a", Address: addrs[2], Epoch: 3001}, {NIC: "nic-a", Address: addrs[3], Epoch: 3002}}
+	puts = e.cnt.count("PUT nic")
+	if err := e.drv.UnassignMany(ctx, "nic-a", rel); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("PUT nic") - puts; n != 1 {
+		t.Fatalf("the release made %d PUTs, want 1", n)
+	}
+	obs, err = e.drv.DescribeMany(ctx, addrs[:5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"nic-c", "nic-c", "", "", "nic-a"}
+	for i, a := range addrs[:5] {
+		if obs[a].NIC != want[i] {
+			t.Fatalf("%s on %q, want %q (%+v)", a, obs[a].NIC, want[i], obs)
+		}
+	}
+}
+
+// The executor batches through the driver.
+var _ executor.Batcher = (*azure.Driver)(nil)

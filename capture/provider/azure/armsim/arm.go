@@ -24,6 +24,11 @@ const (
 	HeaderEpoch          = cloudsim.HeaderEpoch
 	HeaderIdempotencyKey = cloudsim.HeaderIdempotencyKey
 	HeaderAddress        = cloudsim.HeaderAddress
+	// HeaderAddresses lists the addresses of a PUT carrying several
+	// actions; HeaderEpoch and HeaderIdempotencyKey then hold as many
+	// comma-separated values, the i-th address's mutation recorded with
+	// the i-th of each.
+	HeaderAddresses = "X-Ipfence-Addresses"
 )
 
 // maxBody bounds a PUT's body; a NIC with a few hundred ipConfigurations
@@ -469,6 +474,16 @@ type stamp struct {
 	epoch capture.Epoch
 	key   string
 	addr  netip.Addr
+	// each holds the tokens of a PUT with HeaderAddresses.
+	each map[netip.Addr]stamp
+}
+
+// of is the stamp of a's mutation.
+func (st stamp) of(a netip.Addr) stamp {
+	if one, ok := st.each[a]; ok {
+		return one
+	}
+	return st
 }
 
 func decodeStamp(h http.Header) (stamp, *armError) {
@@ -482,6 +497,11 @@ func decodeStamp(h http.Header) (stamp, *armError) {
 			return "", false, errBadRequest("InvalidRequestFormat", name+": send the header once.")
 		}
 		return vs[0], true, nil
+	}
+	if v, ok, err := one(HeaderAddresses); err != nil {
+		return st, err
+	} else if ok {
+		return decodeStamps(h, v)
 	}
 	if v, ok, err := one(HeaderEpoch); err != nil {
 		return st, err
@@ -508,6 +528,41 @@ func decodeStamp(h http.Header) (stamp, *armError) {
 			return st, errBadRequest("InvalidRequestFormat", fmt.Sprintf("%s: %q is not an IP address.", HeaderAddress, clip(v)))
 		}
 		st.addr = a
+	}
+	return st, nil
+}
+
+// decodeStamps reads the lists of a PUT carrying several actions.
+func decodeStamps(h http.Header, addrs string) (stamp, *armError) {
+	bad := func(msg string) (stamp, *armError) { return stamp{}, errBadRequest("InvalidRequestFormat", msg) }
+	as := strings.Split(addrs, ",")
+	var epochs, keys []string
+	if vs := h[HeaderEpoch]; len(vs) == 1 {
+		epochs = strings.Split(vs[0], ",")
+	}
+	if vs := h[HeaderIdempotencyKey]; len(vs) == 1 {
+		keys = strings.Split(vs[0], ",")
+	}
+	if len(epochs) != len(as) || len(keys) != len(as) {
+		return bad(fmt.Sprintf("%s names %d addresses: send as many epochs in %s and keys in %s, once each.", HeaderAddresses, len(as), HeaderEpoch, HeaderIdempotencyKey))
+	}
+	st := stamp{each: make(map[netip.Addr]stamp, len(as))}
+	for i, v := range as {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return bad(fmt.Sprintf("%s: %q is not an IP address.", HeaderAddresses, clip(v)))
+		}
+		if _, dup := st.each[a]; dup {
+			return bad(fmt.Sprintf("%s: %s is named twice.", HeaderAddresses, a))
+		}
+		n, err := strconv.ParseUint(epochs[i], 10, 64)
+		if err != nil {
+			return bad(fmt.Sprintf("%s: %q is not a decimal epoch.", HeaderEpoch, clip(epochs[i])))
+		}
+		if len(keys[i]) > maxKey {
+			return bad(fmt.Sprintf("%s: longer than %d bytes.", HeaderIdempotencyKey, maxKey))
+		}
+		st.each[a] = stamp{epoch: capture.Epoch(n), key: keys[i], addr: a}
 	}
 	return st, nil
 }
@@ -611,7 +666,8 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 func (s *Server) applyLocked(n *nic, want wanted, st stamp) bool {
 	changed := false
 	req := func(a netip.Addr) provider.Request {
-		return provider.Request{NIC: n.name, Address: a, Epoch: st.epoch, IdempotencyKey: st.key}
+		one := st.of(a)
+		return provider.Request{NIC: n.name, Address: a, Epoch: one.epoch, IdempotencyKey: one.key}
 	}
 	for _, a := range n.sortedSecondary() {
 		if _, keep := want.secondary[a]; keep {

@@ -446,3 +446,31 @@ func TestAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A PUT carrying several actions names its addresses, and as many epochs
+// and keys; each mutation is recorded with its own, and lists that do not
+// match are refused.
+func TestStampLists(t *testing.T) {
+	e := newEnv(t, armsim.Limits{Off: true})
+	h := map[string]string{armsim.HeaderAddresses: "10.0.0.51,10.0.0.50", armsim.HeaderEpoch: "5,4", armsim.HeaderIdempotencyKey: "k51,k50"}
+	if a := e.do("PUT", e.nicPath("nic-a"), nicBody("10.0.0.4", false, "10.0.0.50", "10.0.0.51"), h); a.status != 200 {
+		t.Fatalf("%d %v", a.status, a.body)
+	}
+	ms := e.sim.Mutations()
+	if len(ms) != 2 || ms[0].Address != netip.MustParseAddr("10.0.0.50") || ms[0].Epoch != 4 || ms[0].IdempotencyKey != "k50" || ms[1].Epoch != 5 || ms[1].IdempotencyKey != "k51" {
+		t.Fatalf("record %+v", ms)
+	}
+	for _, bad := range []map[string]string{
+		{armsim.HeaderAddresses: "10.0.0.52,10.0.0.53", armsim.HeaderEpoch: "6", armsim.HeaderIdempotencyKey: "a,b"},
+		{armsim.HeaderAddresses: "10.0.0.52,10.0.0.52", armsim.HeaderEpoch: "6,7", armsim.HeaderIdempotencyKey: "a,b"},
+		{armsim.HeaderAddresses: "10.0.0.52,x", armsim.HeaderEpoch: "6,7", armsim.HeaderIdempotencyKey: "a,b"},
+		{armsim.HeaderAddresses: "10.0.0.52,10.0.0.53", armsim.HeaderEpoch: "6,-7", armsim.HeaderIdempotencyKey: "a,b"},
+	} {
+		if a := e.do("PUT", e.nicPath("nic-b"), nicBody("10.0.0.5", false, "10.0.0.52", "10.0.0.53"), bad); a.status != 400 || a.code() != "InvalidRequestFormat" {
+			t.Errorf("%v: %d %s", bad, a.status, a.code())
+		}
+	}
+	if n := len(e.sim.Mutations()); n != 2 {
+		t.Fatalf("refused PUTs recorded mutations: %d", n)
+	}
+}

@@ -32,7 +32,9 @@
 // provisioningState Updating until its operation succeeded. The headers
 // X-Ipfence-Epoch, X-Ipfence-Idempotency-Key and X-Ipfence-Address (the
 // EC2 dialect's, see cloudsim) are recorded with every mutation a PUT
-// makes: an address removed is an unassign, an address added an assign
+// makes (or, with X-Ipfence-Addresses listing the addresses of a PUT
+// carrying several actions, comma-separated epochs and keys, one per
+// address): an address removed is an unassign, an address added an assign
 // (a move is two PUTs, so the record never shows one with From set), a
 // change of enableIPForwarding a forwarding change.
 //
