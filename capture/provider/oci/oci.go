@@ -120,6 +120,13 @@ type Driver struct {
 
 	mu    sync.Mutex
 	locks map[netip.Addr]*addrLock
+	// ids remembers each address's private IP OCID from the driver's
+	// last look or create: an OCID names one address for the object's
+	// life (a move keeps it), so a seize reads the object and its ETag
+	// with one GetPrivateIp instead of a list and a get. A stale entry
+	// (the object was deleted, perhaps made anew by another node) answers
+	// 404, or names another address, and is forgotten.
+	ids map[netip.Addr]string
 }
 
 type addrLock struct {
@@ -180,7 +187,7 @@ func New(o Options) (*Driver, error) {
 		base = o.HTTPClient
 	}
 	client.HTTPClient = dispatcher{base}
-	d := &Driver{client: client, opts: o, locks: map[netip.Addr]*addrLock{}}
+	d := &Driver{client: client, opts: o, locks: map[netip.Addr]*addrLock{}, ids: map[netip.Addr]string{}}
 	d.once = common.NoRetryPolicy()
 	d.read = common.NewRetryPolicy(uint(o.ReadAttempts), retryRead, func(r common.OCIOperationResponse) time.Duration {
 		// Exponential from 50 ms, capped, with jitter so that nodes
@@ -221,6 +228,9 @@ type stamp struct {
 type dispatcher struct{ next common.HTTPRequestDispatcher }
 
 func (d dispatcher) Do(r *http.Request) (*http.Response, error) {
+	if ctx, ok := r.Context().Value(callerKey{}).(context.Context); ok {
+		r = r.WithContext(ctx)
+	}
 	if st, ok := r.Context().Value(stampKey{}).(stamp); ok {
 		r.Header.Set(HeaderEpoch, strconv.FormatUint(uint64(st.req.Epoch), 10))
 		r.Header.Set(HeaderIdempotencyKey, st.req.IdempotencyKey)
@@ -232,6 +242,21 @@ func (d dispatcher) Do(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return d.next.Do(r)
+}
+
+// callerKey is the context key of the caller's own context, which sdk
+// hides from the SDK.
+type callerKey struct{}
+
+// sdk is the context an SDK call gets: the caller's values without its
+// cancellation, the caller's context carried along for the dispatcher to
+// put back on the request. The SDK's retry loop, when its context ends
+// first, reads the response that its attempt's goroutine is still writing
+// (a data race in oci-go-sdk v65.130.0, common.Retry); with a context that
+// never ends it waits for the attempt instead, and the attempt itself
+// still ends with the caller's context, in the dispatcher's request.
+func sdk(ctx context.Context) context.Context {
+	return context.WithValue(context.WithoutCancel(ctx), callerKey{}, ctx)
 }
 
 func change(ctx context.Context, req provider.Request, withAddr bool) context.Context {
@@ -260,6 +285,22 @@ func (d *Driver) lock(a netip.Addr) func() {
 	}
 }
 
+func (d *Driver) cachedID(a netip.Addr) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ids[a]
+}
+
+func (d *Driver) remember(a netip.Addr, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if id == "" {
+		delete(d.ids, a)
+	} else {
+		d.ids[a] = id
+	}
+}
+
 // retryToken is the opc-retry-token of a create: the same action on the
 // same VNIC and address sends the same token, so a repeat after a lost
 // answer is answered with the first result. OCI allows 64 characters.
@@ -274,7 +315,7 @@ func retryToken(req provider.Request) *string {
 // find reads the private IP at an address in the subnet; nil when no
 // VNIC holds it.
 func (d *Driver) find(ctx context.Context, a netip.Addr) (*core.PrivateIp, error) {
-	out, err := d.client.ListPrivateIps(ctx, core.ListPrivateIpsRequest{
+	out, err := d.client.ListPrivateIps(sdk(ctx), core.ListPrivateIpsRequest{
 		SubnetId: common.String(d.opts.SubnetID), IpAddress: common.String(a.String()),
 		RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
 	})
@@ -292,7 +333,7 @@ func (d *Driver) find(ctx context.Context, a netip.Addr) (*core.PrivateIp, error
 
 // get reads a private IP with its ETag; nil when it is gone.
 func (d *Driver) get(ctx context.Context, id string) (*core.PrivateIp, string, error) {
-	out, err := d.client.GetPrivateIp(ctx, core.GetPrivateIpRequest{
+	out, err := d.client.GetPrivateIp(sdk(ctx), core.GetPrivateIpRequest{
 		PrivateIpId: common.String(id), RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
 	})
 	if status(err) == http.StatusNotFound {
@@ -306,7 +347,7 @@ func (d *Driver) get(ctx context.Context, id string) (*core.PrivateIp, string, e
 
 // vnic reads a VNIC: provider.ErrUnknownNIC when there is none.
 func (d *Driver) vnic(ctx context.Context, id string) (core.Vnic, error) {
-	out, err := d.client.GetVnic(ctx, core.GetVnicRequest{
+	out, err := d.client.GetVnic(sdk(ctx), core.GetVnicRequest{
 		VnicId: common.String(id), RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
 	})
 	if status(err) == http.StatusNotFound {
@@ -374,12 +415,34 @@ func (w written) visible(ctx context.Context, d *Driver, nic string) (bool, erro
 
 // assign makes the change.
 func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool) (written, error) {
-	p, err := d.find(ctx, req.Address)
-	if err != nil {
-		return written{}, err
+	var (
+		p   *core.PrivateIp
+		tag string
+		err error
+	)
+	if id := d.cachedID(req.Address); id != "" {
+		if p, tag, err = d.get(ctx, id); err != nil {
+			return written{}, err
+		}
+		if p == nil || strOf(p.IpAddress) != req.Address.String() {
+			d.remember(req.Address, "")
+			p = nil
+		}
 	}
 	if p == nil {
-		return d.create(ctx, req)
+		if p, err = d.find(ctx, req.Address); err != nil {
+			return written{}, err
+		}
+		if p == nil {
+			w, err := d.create(ctx, req)
+			if err == nil {
+				d.remember(req.Address, w.id)
+			}
+			return w, err
+		}
+		d.remember(req.Address, strOf(p.Id))
+		// A list item carries no ETag: the move reads the object.
+		tag = ""
 	}
 	from := vnicOf(p)
 	if from == req.NIC {
@@ -396,19 +459,20 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 		}
 		return written{}, fmt.Errorf("oci: assign %s to %s: %w (%s; %s)", req.Address, req.NIC, provider.ErrAssignedElsewhere, from, what)
 	}
-	// The ETag comes from a read of the object itself (list items carry
-	// none); the move is conditional on it.
-	p, tag, err := d.get(ctx, strOf(p.Id))
-	if err != nil {
-		return written{}, err
+	// The move is conditional on the ETag of a read of the object itself.
+	if tag == "" {
+		if p, tag, err = d.get(ctx, strOf(p.Id)); err != nil {
+			return written{}, err
+		}
+		if p == nil {
+			d.remember(req.Address, "")
+			return written{}, fmt.Errorf("oci: assign %s to %s: %w: it was deleted after it was found", req.Address, req.NIC, ErrChanged)
+		}
+		if from = vnicOf(p); from == req.NIC {
+			return written{noop: true}, nil
+		}
 	}
-	if p == nil {
-		return written{}, fmt.Errorf("oci: assign %s to %s: %w: it was deleted after it was found", req.Address, req.NIC, ErrChanged)
-	}
-	if from = vnicOf(p); from == req.NIC {
-		return written{noop: true}, nil
-	}
-	out, err := d.client.UpdatePrivateIp(change(ctx, req, false), core.UpdatePrivateIpRequest{
+	out, err := d.client.UpdatePrivateIp(sdk(change(ctx, req, false)), core.UpdatePrivateIpRequest{
 		PrivateIpId:            p.Id,
 		UpdatePrivateIpDetails: core.UpdatePrivateIpDetails{VnicId: common.String(req.NIC)},
 		IfMatch:                common.String(tag),
@@ -429,7 +493,7 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 }
 
 func (d *Driver) create(ctx context.Context, req provider.Request) (written, error) {
-	out, err := d.client.CreatePrivateIp(change(ctx, req, false), core.CreatePrivateIpRequest{
+	out, err := d.client.CreatePrivateIp(sdk(change(ctx, req, false)), core.CreatePrivateIpRequest{
 		CreatePrivateIpDetails: core.CreatePrivateIpDetails{VnicId: common.String(req.NIC), IpAddress: common.String(req.Address.String())},
 		OpcRetryToken:          retryToken(req),
 		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
@@ -451,7 +515,7 @@ func (d *Driver) create(ctx context.Context, req provider.Request) (written, err
 // elsewhere), nothing changes and Unassign succeeds.
 func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 	defer d.lock(req.Address)()
-	out, err := d.client.ListPrivateIps(ctx, core.ListPrivateIpsRequest{
+	out, err := d.client.ListPrivateIps(sdk(ctx), core.ListPrivateIpsRequest{
 		VnicId: common.String(req.NIC), RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
 	})
 	if status(err) == http.StatusNotFound {
@@ -464,7 +528,7 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 	// are followed all the same.
 	items := out.Items
 	for page := out.OpcNextPage; page != nil; {
-		more, err := d.client.ListPrivateIps(ctx, core.ListPrivateIpsRequest{
+		more, err := d.client.ListPrivateIps(sdk(ctx), core.ListPrivateIpsRequest{
 			VnicId: common.String(req.NIC), Page: page, RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
 		})
 		if err != nil {
@@ -493,12 +557,13 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 		if p == nil || vnicOf(p) != req.NIC {
 			return nil
 		}
-		_, err = d.client.DeletePrivateIp(change(ctx, req, false), core.DeletePrivateIpRequest{
+		_, err = d.client.DeletePrivateIp(sdk(change(ctx, req, false)), core.DeletePrivateIpRequest{
 			PrivateIpId: common.String(id), IfMatch: common.String(tag),
 			RequestMetadata: common.RequestMetadata{RetryPolicy: &d.once},
 		})
 		switch status(err) {
 		case http.StatusOK, http.StatusNoContent, http.StatusNotFound:
+			d.remember(req.Address, "")
 			return nil
 		case http.StatusPreconditionFailed:
 			// Changed since the read: look again; if it is still on
@@ -512,7 +577,7 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 
 // SetForwarding sets the VNIC's skipSourceDestCheck (UpdateVnic).
 func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enabled bool) error {
-	_, err := d.client.UpdateVnic(change(ctx, req, true), core.UpdateVnicRequest{
+	_, err := d.client.UpdateVnic(sdk(change(ctx, req, true)), core.UpdateVnicRequest{
 		VnicId:            common.String(req.NIC),
 		UpdateVnicDetails: core.UpdateVnicDetails{SkipSourceDestCheck: common.Bool(enabled)},
 		RequestMetadata:   common.RequestMetadata{RetryPolicy: &d.once},

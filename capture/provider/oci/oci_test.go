@@ -581,9 +581,10 @@ func TestStorm(t *testing.T) {
 	}
 }
 
-// BenchmarkMove reports what a seize costs: API calls per move (a list, a
-// get for the ETag, the conditional update, a get that sees it) and the
-// time of a move against the simulator on loopback.
+// BenchmarkMove reports what a seize costs: API calls per move (a get of
+// the private IP and its ETag, its OCID remembered from the first look;
+// the conditional update; a get that sees it) and the time of a move
+// against the simulator on loopback.
 func BenchmarkMove(b *testing.B) {
 	k, pemKey := testKey(b)
 	sim, err := ocisim.New(ocisim.Config{VNICs: []string{"vnic-a", "vnic-b"}, Keys: map[string]*rsa.PublicKey{keyID: &k.PublicKey}})
@@ -619,4 +620,74 @@ func BenchmarkMove(b *testing.B) {
 	}
 	cnt.mu.Unlock()
 	b.ReportMetric(float64(total)/float64(i), "calls/move")
+}
+
+// The driver remembers an address's private IP OCID; when another node
+// deleted that object and made a new one for the address, the remembered
+// OCID answers 404 and the driver finds the new one: the seize moves it.
+func TestRememberedOCIDGoneStale(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b", "vnic-c"})
+	_, pemKey := testKey(t)
+	node2 := e.driver(t, pemKey)
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	first := e.sim.PrivateIPs()
+	if err := node2.Unassign(t.Context(), req("vnic-a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := node2.Assign(t.Context(), req("vnic-b", 3), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.drv.Assign(t.Context(), req("vnic-c", 4), true); err != nil {
+		t.Fatalf("a seize with a remembered OCID gone stale: %v", err)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-c" {
+		t.Fatalf("after the seize: %+v %v", obs, err)
+	}
+	var ids []string
+	for _, p := range append(first, e.sim.PrivateIPs()...) {
+		if p.Address == ip {
+			ids = append(ids, p.ID)
+		}
+	}
+	if len(ids) != 2 || ids[0] == ids[1] {
+		t.Fatalf("private IP OCIDs of %s before and after: %v, want two different", ip, ids)
+	}
+	ms := e.sim.Mutations()
+	if len(ms) != 4 || ms[3].NIC != "vnic-c" || ms[3].From != "vnic-b" || ms[3].Epoch != 4 {
+		t.Fatalf("record: %+v", ms)
+	}
+}
+
+// A caller that gives up during a call gets its context's error at once
+// and nothing changes; under the race detector this also checks the
+// driver's guard against the SDK's retry loop racing with itself when its
+// context ends mid-call.
+func TestCancelledMidCall(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a"})
+	for _, op := range []string{ocisim.OpListPrivateIps, ocisim.OpCreatePrivateIp} {
+		// An hour of latency on op holds the call there.
+		if err := e.sim.SetFaults(ocisim.Faults{OperationLatency: map[string]ocisim.Duration{op: ocisim.Duration(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+		before := e.cnt.count(op)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- e.drv.Assign(ctx, req("vnic-a", 1), false) }()
+		for e.cnt.count(op) == before {
+			select {
+			case err := <-done:
+				t.Fatalf("the acquire returned before its %s arrived: %v", op, err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled during %s: %v, want context.Canceled", op, err)
+		}
+	}
+	if n := len(e.sim.PrivateIPs()); n != 1 || len(e.sim.Mutations()) != 0 {
+		t.Fatalf("an abandoned acquire changed something: %+v", e.sim.PrivateIPs())
+	}
 }
