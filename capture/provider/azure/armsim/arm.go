@@ -582,9 +582,10 @@ func (s *Server) servePut(w http.ResponseWriter, r *http.Request, name string, b
 		return errNotFound(fmt.Sprintf("Resource 'Microsoft.Network/networkInterfaces/%s' under resource group '%s' (ipfence armsim never creates NICs)", name, s.rg))
 	}
 	if m := r.Header.Get("If-Match"); m != "" && m != "*" && m != n.etag {
-		s.mu.Unlock()
-		return &armError{status: http.StatusPreconditionFailed, code: "PreconditionFailed",
+		e := &armError{status: http.StatusPreconditionFailed, code: "PreconditionFailed",
 			message: fmt.Sprintf("The condition If-Match %s does not match the etag %s of network interface %s: it changed since it was read.", clip(m), n.etag, name)}
+		s.mu.Unlock()
+		return e
 	}
 	if r.Header.Get("If-None-Match") == "*" {
 		s.mu.Unlock()
