@@ -303,7 +303,9 @@ func (d *Driver) put(ctx context.Context, reqs []provider.Request, n *armnetwork
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("azure: PUT network interface %s accepted, its outcome unknown: %w", name, err)
 		}
-		return fmt.Errorf("azure: PUT network interface %s accepted, its operation: %w", name, mapError("poll", err))
+		// ARM accepted the PUT: whatever stopped the polls (a throttled
+		// or failed read), its change may or may not be made.
+		return fmt.Errorf("azure: PUT network interface %s accepted, its outcome unknown: %w: %v", name, provider.ErrUnavailable, mapError("poll", err))
 	}
 	return nil
 }

@@ -487,3 +487,97 @@ func TestBatches(t *testing.T) {
 
 // The executor batches through the driver.
 var _ executor.Batcher = (*azure.Driver)(nil)
+
+// TestStorm: 5% 429s and 5% 500s on every ARM operation while two nodes
+// move one address among three NICs. Every move succeeds or fails as
+// throttled, unavailable or a conflict; the record is one chain of
+// two-step moves (an unassign only from the NIC holding the address, an
+// assign only when none does) that ends where Describe finds it: never on
+// two NICs, nothing lost from the record.
+func TestStorm(t *testing.T) {
+	e := newEnv(t, []string{"nic-a", "nic-b", "nic-c"})
+	ctx := t.Context()
+	if err := e.drv.Assign(ctx, req("nic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	rates := []armsim.ErrorRate{{Code: armsim.CodeTooManyRequests, Rate: 0.05}, {Code: armsim.CodeInternal, Rate: 0.05}}
+	if err := e.sim.SetFaults(armsim.Faults{Errors: map[string][]armsim.ErrorRate{armsim.AnyOperation: rates}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	var wg sync.WaitGroup
+	var epoch atomic.Uint64
+	epoch.Store(1)
+	for node := range 2 {
+		d := e.driver(t)
+		wg.Go(func() {
+			for i := range 30 {
+				nic := []string{"nic-a", "nic-b", "nic-c"}[(node+i)%3]
+				err := d.Assign(ctx, req(nic, epoch.Add(1)), true)
+				kind := "ok"
+				switch {
+				case err == nil:
+				case errors.Is(err, provider.ErrThrottled):
+					kind = "throttled"
+				case errors.Is(err, provider.ErrUnavailable):
+					kind = "unavailable"
+				case errors.Is(err, azure.ErrConflict):
+					kind = "conflict"
+				default:
+					t.Errorf("move to %s: %v", nic, err)
+					kind = "other"
+				}
+				mu.Lock()
+				outcomes[kind]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("outcomes of 60 moves: %v", outcomes)
+	if outcomes["ok"] == 0 {
+		t.Fatalf("no move succeeded: %v", outcomes)
+	}
+	e.sim.Reset()
+	obs, err := e.drv.Describe(ctx, ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := ""
+	for i, m := range e.sim.Mutations() {
+		switch {
+		case m.Address != ip || m.From != "":
+			t.Fatalf("mutation %d: %+v", i, m)
+		case m.Call == capture.Unassign && m.NIC != holder:
+			t.Fatalf("mutation %d took %s off %s, which did not hold it (%q did)", i, ip, m.NIC, holder)
+		case m.Call == capture.Unassign:
+			holder = ""
+		case m.Call == capture.Assign && holder != "":
+			t.Fatalf("mutation %d put %s on %s while %s held it", i, ip, m.NIC, holder)
+		case m.Call == capture.Assign:
+			holder = m.NIC
+		default:
+			t.Fatalf("mutation %d: %+v", i, m)
+		}
+	}
+	if holder != obs.NIC {
+		t.Fatalf("the record leaves %s on %q, Describe says %q", ip, holder, obs.NIC)
+	}
+}
+
+// A PUT that ARM accepted and whose polls are throttled is not a refusal:
+// its change may be made, so the error is ErrUnavailable, not
+// ErrThrottled (which says nothing happened).
+func TestThrottledPollIsUnavailable(t *testing.T) {
+	e := newEnv(t, []string{"nic-a"})
+	if err := e.sim.SetFaults(armsim.Faults{Errors: map[string][]armsim.ErrorRate{armsim.OpStatus: {{Code: armsim.CodeTooManyRequests, Rate: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.drv.Assign(t.Context(), req("nic-a", 1), false)
+	if !errors.Is(err, provider.ErrUnavailable) || errors.Is(err, provider.ErrThrottled) {
+		t.Fatalf("throttled polls: %v", err)
+	}
+	e.sim.Reset()
+	expect(t, e.drv, "nic-a", false)
+}
