@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/plan"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/history"
@@ -115,12 +116,35 @@ func singleHolder(col *collected) checker.Checker {
 // every such mutation is a stale action that executed. It also counts the
 // stale forwarding changes on NICs that no longer held the address
 // (provider.Stale explains why those are harmless), apart.
+//
+// provider.StaleMutations does not judge epoch 0 (a change made outside a
+// journal), but in this test every change comes from a node's journal,
+// whose epochs start at 1: a mutation at epoch 0 is an epoch line that
+// wrapped (issue 14: 2^64−1 + 1), and one above plan.MaxEpoch an epoch no
+// line may reach. Both are findings, the first counted as a stale action
+// (the line went down).
 func fence(col *collected) checker.Checker {
 	return checker.Func(func(_ context.Context, r *checker.Run) checker.Result {
 		if col.err != nil && col.mutations == nil {
 			return checker.Errorf("no mutation record: %v", col.err)
 		}
-		var effective, harmless []string
+		var effective, harmless, unbounded []string
+		high := map[string]uint64{}
+		for i, m := range col.mutations {
+			if m.Address == "" {
+				continue
+			}
+			at := float64(mutationTime(m, r.StartMono)) / 1e9
+			switch {
+			case m.Epoch == 0:
+				effective = append(effective, fmt.Sprintf("mutation %d at %.3fs: %s %s on %s at epoch 0, which no journal makes (a wrapped epoch), after epoch %d",
+					i, at, m.Call, m.Address, m.NIC, high[m.Address]))
+			case m.Epoch > uint64(plan.MaxEpoch):
+				unbounded = append(unbounded, fmt.Sprintf("mutation %d at %.3fs: %s %s on %s at epoch %d, above the bound %d",
+					i, at, m.Call, m.Address, m.NIC, m.Epoch, uint64(plan.MaxEpoch)))
+			}
+			high[m.Address] = max(high[m.Address], m.Epoch)
+		}
 		for _, s := range provider.StaleMutations(toMutations(col.mutations)) {
 			m := s.Mutation
 			line := fmt.Sprintf("mutation %d at %.3fs: %s %s on %s at epoch %d, after epoch %d",
@@ -132,12 +156,14 @@ func fence(col *collected) checker.Checker {
 			}
 		}
 		valid := linear.True
-		if len(effective) > 0 {
+		if len(effective) > 0 || len(unbounded) > 0 {
 			valid = linear.False
 		}
+		findings := append(slices.Clone(effective), unbounded...)
 		return checker.Result{Valid: valid, Fields: map[string]any{
 			"stale_actions_executed": len(effective), "examples": first(effective, 10),
-			"findings": first(effective, 10), "findings_total": len(effective),
+			"epochs_above_bound": len(unbounded),
+			"findings":           first(findings, 10), "findings_total": len(findings),
 			"stale_forwarding_on_former_holders": len(harmless), "former_holder_examples": first(harmless, 10),
 			"mutations": len(col.mutations)}}
 	})

@@ -89,6 +89,25 @@ func TestFence(t *testing.T) {
 	}
 }
 
+// An epoch line that wrapped: epoch 0 after 3 (which provider.StaleMutations
+// leaves unjudged, as a change made outside any journal), and an epoch
+// above plan.MaxEpoch.
+func TestFenceWrappedEpochs(t *testing.T) {
+	a := "10.0.1.1"
+	col := &collected{mutations: []mutationRecord{
+		rec(1, "assign-secondary-ip", "eni-n1", a, 3, ""),
+		rec(2, "assign-secondary-ip", "eni-n2", a, 1<<64-1, "eni-n1"),
+		rec(3, "unassign-secondary-ip", "eni-n2", a, 0, ""),
+	}}
+	res := fence(col).Check(context.Background(), run(t, nil))
+	f := res.Fields["findings"].([]string)
+	if res.Valid != linear.False || res.Fields["stale_actions_executed"] != 1 || res.Fields["epochs_above_bound"] != 1 || len(f) != 2 ||
+		f[0] != "mutation 2 at 3.000s: unassign-secondary-ip 10.0.1.1 on eni-n2 at epoch 0, which no journal makes (a wrapped epoch), after epoch 18446744073709551615" ||
+		f[1] != "mutation 1 at 2.000s: assign-secondary-ip 10.0.1.1 on eni-n2 at epoch 18446744073709551615, above the bound 9223372036854775807" {
+		t.Fatalf("%+v", res)
+	}
+}
+
 func nem(f string, typ history.Type, v history.Value, t float64) history.Event {
 	return history.Event{Process: history.Nemesis, Type: typ, F: f, Value: v, Time: int64(t * float64(sec))}
 }

@@ -63,6 +63,9 @@ type cluster struct {
 	// which no fault names); they give Pause, Resume and Kill.
 	nemesis.Procs
 
+	// mounts are the tmpfs data folders of the disk nemesis.
+	mounts []string
+
 	mu   sync.Mutex
 	logs map[string]*os.File
 }
@@ -81,6 +84,9 @@ type clusterOptions struct {
 	addrs    int
 	unfenced bool
 	netns    bool
+	// disks mounts a tmpfs as each node's data folder, for the disk
+	// nemesis.
+	disks bool
 }
 
 // startCluster starts the simulator and the nodes and waits until every
@@ -159,6 +165,11 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 					peerAddr[[2]string{a, b}] = c.mesh.Addr(a, b)
 				}
 			}
+		}
+	}
+	if o.disks {
+		if err := c.mountDisks(); err != nil {
+			return c, err
 		}
 	}
 	for _, n := range c.nodes {
@@ -342,6 +353,22 @@ func (c *cluster) status(ctx context.Context, n string) (daemon.Status, error) {
 	return st, err
 }
 
+// healthz reads node n's /healthz: the code and the body (0 and the
+// error when it does not answer).
+func (c *cluster) healthz(ctx context.Context, n string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.endpoints[n]+"/healthz", nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	return resp.StatusCode, string(b)
+}
+
 // mutationRecord is a simulator record entry as the admin API shows it.
 type mutationRecord struct {
 	Mono    int64  `json:"mono"`
@@ -367,6 +394,7 @@ func (c *cluster) simSend(ctx context.Context, method, path string, body any) er
 // the network, and the logs.
 func (c *cluster) stop() {
 	c.StopAll(10 * time.Second)
+	c.unmountDisks()
 	for _, ln := range c.lns {
 		ln.Close()
 	}

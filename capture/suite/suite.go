@@ -34,8 +34,18 @@ import (
 )
 
 // Nemeses are the fault kinds the test knows, in the order --nemesis lists
-// them.
-var Nemeses = []string{"partition", "pause", "kill", "clock", "provider"}
+// them: the network, processes, clocks and the provider, then a node's
+// disk (wipe: its data dir removed; corrupt: its state file damaged; disk:
+// full) and a hostile peer (see hostile.go). disk needs root (NeedsRoot).
+var Nemeses = []string{"partition", "pause", "kill", "clock", "provider", "wipe", "corrupt", "disk", "hostile"}
+
+// weights say how often the schedule draws each kind, against the others:
+// the faults of a disk are rarer than the network's (a run of 60 s has
+// about seven faults; a wipe or a corruption in one of two runs).
+var weights = map[string]int{
+	"partition": 3, "pause": 2, "kill": 2, "clock": 2, "provider": 2,
+	"wipe": 1, "corrupt": 1, "disk": 1, "hostile": 2,
+}
 
 // Options configure a run. The zero values of the numbers take the
 // defaults of `ipfence test capture`.
@@ -112,6 +122,9 @@ func (o *Options) defaults() error {
 		if !slices.Contains(Nemeses, k) {
 			return fmt.Errorf("--nemesis: unknown fault %q; valid: %s", k, strings.Join(Nemeses, ","))
 		}
+		if why := NeedsRoot[k]; why != "" && os.Geteuid() != 0 && o.Provider != "onprem" {
+			return fmt.Errorf("--nemesis %s needs root: %s; run as root or leave %s out", k, why, k)
+		}
 	}
 	return nil
 }
@@ -161,12 +174,14 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := startCluster(ctx, clusterOptions{bin: absBin, dir: dir, nodes: o.Nodes, addrs: o.Addresses, unfenced: o.UnsafeDisableFence, netns: o.Netns})
+	c, err := startCluster(ctx, clusterOptions{bin: absBin, dir: dir, nodes: o.Nodes, addrs: o.Addresses, unfenced: o.UnsafeDisableFence,
+		netns: o.Netns, disks: slices.Contains(o.Nemesis, "disk")})
 	if err != nil {
 		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting the cluster: %w", err)
 	}
 	defer c.stop()
 
+	damaged, hostile := &damageLog{}, &hostileLog{}
 	var net nemesis.Net
 	if c.ns != nil {
 		net = nemesis.NetnsNet(c.ns)
@@ -179,6 +194,10 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		"kill":      nemesis.Kill(c, c.nodes),
 		"clock":     clockFault(c),
 		"provider":  providerFault(c),
+		"wipe":      wipeFault(c, damaged),
+		"corrupt":   corruptFault(c, damaged),
+		"disk":      diskFault(c, damaged),
+		"hostile":   hostileFault(c, hostile),
 	}
 	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
 		"partition": nemesis.PartitionChoice(c.nodes),
@@ -186,11 +205,19 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		"kill":      nemesis.NodeChoice(c.nodes),
 		"clock":     clockChoice(c.nodes),
 		"provider":  providerChoice,
+		"wipe":      nemesis.NodeChoice(c.nodes),
+		"corrupt":   corruptChoice(c.nodes),
+		"disk":      nemesis.NodeChoice(c.nodes),
+		"hostile":   hostileChoice(c.nodes),
 	}}
 	used := map[string]nemesis.Fault{}
+	var kinds []string
 	for _, k := range Nemeses {
 		if slices.Contains(o.Nemesis, k) {
-			choices.Kinds = append(choices.Kinds, k)
+			kinds = append(kinds, k)
+			for range weights[k] {
+				choices.Kinds = append(choices.Kinds, k)
+			}
 			used[k] = faults[k]
 		}
 	}
@@ -199,13 +226,15 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 	test := harness.Test{
 		Name: "capture", Dir: dir, Nodes: c.nodes, Concurrency: o.Concurrency,
 		Client: &client{c: c}, Nemesis: nemesis.Compose(used),
-		Generator: workload(o, c.nodes, c.addrs, choices),
+		Generator: workload(o, c.nodes, c.addrs, choices, kinds),
 		Checker: withTimeline(col, o.Concurrency, checker.Compose(map[string]checker.Checker{
 			"single-holder": singleHolder(col),
 			"fence":         fence(col),
 			"convergence":   convergence(col),
 			"failover":      failover(col),
 			"availability":  availability(col),
+			"damage":        damageChecker(damaged),
+			"hostile":       hostileChecker(hostile),
 			"linear": checker.Linearizable(checker.LinearOptions{
 				Model: mustModel("capture-owner"), History: ownerHistory(col), Timeout: time.Minute}),
 			"stats":  checker.Stats(),
@@ -229,7 +258,7 @@ func mustModel(name string) model.Model {
 // workload is the whole schedule: clients and faults until the recovery,
 // then every fault healed and every node undrained, then reads while the
 // system settles.
-func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Choices) gen.Generator {
+func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Choices, kinds []string) gen.Generator {
 	main := o.TimeLimit - recovery(o.TimeLimit)
 	clients := gen.Any(
 		gen.Stagger(o.Seed, 20*time.Millisecond, gen.Fn(o.Seed+1, func(_ gen.Context, r *gen.Rand) gen.Op {
@@ -248,7 +277,7 @@ func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Cho
 		undrains = append(undrains, gen.Once(gen.F("undrain", map[string]any{"node": n})))
 	}
 	phases = append(phases,
-		gen.Any(gen.Nemesis(nemesis.Heal(choices.Kinds)), gen.Clients(gen.Seq(undrains...))),
+		gen.Any(gen.Nemesis(nemesis.Heal(kinds)), gen.Clients(gen.Seq(undrains...))),
 		gen.TimeLimit(recovery(o.TimeLimit), gen.Clients(gen.Stagger(o.Seed+4, 20*time.Millisecond, gen.Fn(o.Seed+5, func(_ gen.Context, r *gen.Rand) gen.Op {
 			return gen.F("read", map[string]any{"address": addrs[r.IntN(len(addrs))].String()})
 		})))),

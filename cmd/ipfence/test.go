@@ -21,9 +21,22 @@ import (
 	"github.com/ipfence/ipfence/verify/linear"
 )
 
-// unprivileged are the nemeses that need no root: all of them, since
-// partitions go through the harness's proxies by default.
-var unprivileged = suite.Nemeses
+// defaultNemeses are the nemeses a plain `ipfence test capture` runs: every
+// one this user can (partitions go through the harness's proxies; only
+// disk, which mounts a tmpfs per node, needs root and is left out for
+// others).
+var defaultNemeses = suite.Available()
+
+// nemesisHelp is --nemesis's help: the kinds, and those that need root.
+func nemesisHelp() string {
+	var root []string
+	for _, k := range suite.Nemeses {
+		if why := suite.NeedsRoot[k]; why != "" {
+			root = append(root, k+" ("+why+")")
+		}
+	}
+	return "faults to inject, comma-separated: " + strings.Join(suite.Nemeses, ",") + ", or none\n(default: all of them; as another user than root all but " + strings.Join(root, ", ") + ")"
+}
 
 // tests are the tests `ipfence test` runs, by name.
 var tests = []string{"capture", "etcd"}
@@ -76,7 +89,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	fs, level := flagSet("test capture", "test capture [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
 	nodes := fs.Int("nodes", 3, "number of ipfence serve nodes, 2 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
-	nem := fs.String("nemesis", strings.Join(unprivileged, ","), "faults to inject, comma-separated: "+strings.Join(suite.Nemeses, ",")+", or none")
+	nem := fs.String("nemesis", strings.Join(defaultNemeses, ","), nemesisHelp())
 	seed := fs.Uint64("seed", 1, "seed of the operations and faults: the same seed gives the same schedule")
 	conc := fs.Int("concurrency", 0, "client threads (default 2 per node)")
 	store := fs.String("store", "store", "folder the run is saved under, as DIR/capture/<time>/")

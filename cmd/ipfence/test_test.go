@@ -30,7 +30,7 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "zookeeper"}, `unknown test "zookeeper"; the tests are: capture, etcd`},
 		{[]string{"test", "capture", "extra"}, `unexpected argument "extra"`},
 		{[]string{"test", "capture", "--net", "tunnel"}, `--net: "tunnel" is not proxy or netns`},
-		{[]string{"test", "capture", "--nemesis", "pause,meteor", "--store", store}, `--nemesis: unknown fault "meteor"; valid: partition,pause,kill,clock,provider`},
+		{[]string{"test", "capture", "--nemesis", "pause,meteor", "--store", store}, `--nemesis: unknown fault "meteor"; valid: partition,pause,kill,clock,provider,wipe,corrupt,disk,hostile`},
 		{[]string{"test", "capture", "--nodes", "1", "--store", store}, "--nodes must be from 2 to 9, not 1"},
 		{[]string{"test", "capture", "--nodes", "0", "--store", store}, "--nodes must be from 2 to 9, not 0"},
 		{[]string{"test", "capture", "--time-limit", "3s", "--store", store}, "--time-limit must be at least 10s"},
@@ -90,7 +90,7 @@ func TestTestCaptureRuns(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Valid != true || res.Seed != 7 || len(res.Checkers) != 9 {
+	if res.Valid != true || res.Seed != 7 || len(res.Checkers) != 11 || res.Checkers["damage"] == nil || res.Checkers["hostile"] == nil {
 		t.Fatalf("results.json: %s", b)
 	}
 	cmdLine, _ := os.ReadFile(filepath.Join(dir, "command"))
