@@ -7,7 +7,9 @@
 // (capture/provider/oci/ocisim).
 //
 // A move is one UpdatePrivateIp that names the new VNIC, conditional on
-// the ETag the driver read for the private IP (if-match): the cloud
+// the ETag the driver read for the private IP just before (one
+// GetPrivateIp on the OCID it remembers from its first look, so a move
+// costs a read, the write and a read that sees it): the cloud
 // refuses it with 412 when anyone changed the private IP in between, so a
 // driver whose view went stale — a node paused between its look and its
 // send — changes nothing, and the call fails with ErrChanged rather than
