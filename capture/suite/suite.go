@@ -199,27 +199,10 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		"disk":      diskFault(c, damaged),
 		"hostile":   hostileFault(c, hostile),
 	}
-	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
-		"partition": nemesis.PartitionChoice(c.nodes),
-		"pause":     nemesis.NodeChoice(c.nodes),
-		"kill":      nemesis.NodeChoice(c.nodes),
-		"clock":     clockChoice(c.nodes),
-		"provider":  providerChoice,
-		"wipe":      nemesis.NodeChoice(c.nodes),
-		"corrupt":   corruptChoice(c.nodes),
-		"disk":      nemesis.NodeChoice(c.nodes),
-		"hostile":   hostileChoice(c.nodes),
-	}}
+	choices, kinds := faultChoices(c.nodes, o.Nemesis)
 	used := map[string]nemesis.Fault{}
-	var kinds []string
-	for _, k := range Nemeses {
-		if slices.Contains(o.Nemesis, k) {
-			kinds = append(kinds, k)
-			for range weights[k] {
-				choices.Kinds = append(choices.Kinds, k)
-			}
-			used[k] = faults[k]
-		}
+	for _, k := range kinds {
+		used[k] = faults[k]
 	}
 
 	col := &collected{bound: convergenceBound}
@@ -245,6 +228,34 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		Teardown: func(ctx context.Context, dir string) error { return collect(ctx, c, col, dir) },
 	}
 	return harness.Run(ctx, test)
+}
+
+// faultChoices are the schedule's choices for the kinds of Nemeses in
+// want: each kind listed as often as its weight, so that the seeded draw
+// picks it that much more often. kinds are the kinds once each, in the
+// order of Nemeses.
+func faultChoices(nodes, want []string) (nemesis.Choices, []string) {
+	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
+		"partition": nemesis.PartitionChoice(nodes),
+		"pause":     nemesis.NodeChoice(nodes),
+		"kill":      nemesis.NodeChoice(nodes),
+		"clock":     clockChoice(nodes),
+		"provider":  providerChoice,
+		"wipe":      nemesis.NodeChoice(nodes),
+		"corrupt":   corruptChoice(nodes),
+		"disk":      nemesis.NodeChoice(nodes),
+		"hostile":   hostileChoice(nodes),
+	}}
+	var kinds []string
+	for _, k := range Nemeses {
+		if slices.Contains(want, k) {
+			kinds = append(kinds, k)
+			for range weights[k] {
+				choices.Kinds = append(choices.Kinds, k)
+			}
+		}
+	}
+	return choices, kinds
 }
 
 func mustModel(name string) model.Model {

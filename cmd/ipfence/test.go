@@ -32,10 +32,10 @@ func nemesisHelp() string {
 	var root []string
 	for _, k := range suite.Nemeses {
 		if why := suite.NeedsRoot[k]; why != "" {
-			root = append(root, k+" ("+why+")")
+			root = append(root, k+" needs root: "+why)
 		}
 	}
-	return "faults to inject, comma-separated: " + strings.Join(suite.Nemeses, ",") + ", or none\n(default: all of them; as another user than root all but " + strings.Join(root, ", ") + ")"
+	return "faults to inject, comma-separated: " + strings.Join(suite.Nemeses, ",") + ", or none;\nthe default is every one this user may run (" + strings.Join(root, "; ") + ")"
 }
 
 // tests are the tests `ipfence test` runs, by name.
