@@ -146,21 +146,43 @@ func wipeFault(c *cluster, log *damageLog) nemesis.Fault {
 // wipeDrainWait bounds the wait for a drained node's addresses to leave it.
 const wipeDrainWait = 5 * time.Second
 
-// preferred is the first node of the pool's order that runs and that no
-// node's status shows drained; fallback when there is none.
+// preferred is the first node of the pool's order that runs, the one the
+// placement puts first; while a flap has it drained, preferred waits for
+// the undrain (up to wipeDrainWait), since the wipe of another node, which
+// would not take the addresses even were it to forget, tests nothing.
+// Then it settles for the first running node no status shows drained, or
+// fallback.
 func (c *cluster) preferred(ctx context.Context, fallback string) string {
-	drained := map[string]bool{}
-	for _, n := range c.nodes {
-		st, err := c.status(ctx, n)
-		if err != nil {
-			continue
+	drainedNow := func() map[string]bool {
+		drained := map[string]bool{}
+		for _, n := range c.nodes {
+			st, err := c.status(ctx, n)
+			if err != nil {
+				continue
+			}
+			for _, m := range st.Members {
+				if m.Drained {
+					drained[m.Node] = true
+				}
+			}
+			break
 		}
-		for _, m := range st.Members {
-			if m.Drained {
-				drained[m.Node] = true
+		return drained
+	}
+	var drained map[string]bool
+	for deadline := time.Now().Add(wipeDrainWait); ; time.Sleep(100 * time.Millisecond) {
+		drained = drainedNow()
+		for _, n := range c.nodes {
+			if c.Running(n) {
+				if !drained[n] {
+					return n
+				}
+				break
 			}
 		}
-		break
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
 	}
 	for _, n := range c.nodes {
 		if c.Running(n) && !drained[n] {
