@@ -5,6 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/verify/linear"
 )
 
 // Each corrupt kind does what its name says to the file.
@@ -76,5 +80,33 @@ ipfence_rejected_requests_total{reason="replayed"} 3
 	}
 	if _, err := parseRefused(strings.NewReader(`ipfence_federation_refused_events_total{reason="x"} many` + "\n")); err == nil {
 		t.Fatal("a counter that is no number was read")
+	}
+}
+
+// The disk nemesis (root: a tmpfs per node) fills a node's data folder:
+// the node turns unhealthy, its addresses move, the run stays valid, and
+// the stop frees the space and restarts it.
+func TestCaptureDiskNemesis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 20 s capture test")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root, to mount a tmpfs as each node's data folder")
+	}
+	t.Parallel()
+	cs, out := runKind(t, testenv.Binary(t), "disk", 1, 20*time.Second)
+	if out.Verdict != linear.True {
+		logResults(t, out)
+		t.Fatalf("disk nemesis, seed 1: %v", out.Verdict)
+	}
+	d := cs["damage"].Fields
+	filled := d["disks_filled"].(int)
+	if filled < 1 || filled != started(out, "disk") || d["unhealthy_when_full"] != filled {
+		t.Fatalf("damage: %v, %d disk faults started", d, started(out, "disk"))
+	}
+	for _, f := range d["filled"].([]string) {
+		if !strings.Contains(f, "/healthz 503") || !strings.Contains(f, "no space left on device") {
+			t.Fatalf("a full disk: %s", f)
+		}
 	}
 }
