@@ -234,13 +234,23 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 		}
 	}
 	fmt.Fprintf(w, "  linearizable    %-7s %v ops, capture-owner model\n", valid("linear"), get("linear", "ops"))
+	if _, ok := cs["damage"]; ok {
+		fmt.Fprintf(w, "  damage          %-7s %v wipes (%v passive after), %v corruptions refused, %v taken, %v full disks (%v unhealthy)\n",
+			valid("damage"), get("damage", "wipes"), get("damage", "passive_after_wipe"), get("damage", "corruptions_refused"),
+			get("damage", "corruptions_accepted"), get("damage", "disks_filled"), get("damage", "unhealthy_when_full"))
+	}
+	if _, ok := cs["hostile"]; ok {
+		fmt.Fprintf(w, "  hostile         %-7s %v attacks: %v of %v forged refused, %v real events replayed; refusals counted %v\n",
+			valid("hostile"), get("hostile", "attacks"), get("hostile", "forged_refused"), get("hostile", "forged_sent"),
+			get("hostile", "replayed"), get("hostile", "refused_events_counted_total"))
+	}
 	fmt.Fprintf(w, "  stats           %-7s\n", valid("stats"))
 	if errs, ok := fields["harness_errors"].([]string); ok {
 		for _, e := range errs {
 			fmt.Fprintf(w, "  harness error: %s\n", e)
 		}
 	}
-	explain(w, out, []string{"single-holder", "fence", "availability", "convergence", "linear", "stats"})
+	explain(w, out, []string{"single-holder", "fence", "availability", "convergence", "linear", "damage", "hostile", "stats"})
 	word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Verdict]
 	fmt.Fprintf(w, "\n%s  %s\n", word, out.Dir)
 }
