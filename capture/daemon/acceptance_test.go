@@ -75,7 +75,11 @@ func TestClusterKillHolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	c := startCluster(t, settings{nodes: 3, addresses: 4})
+	// The watch below asserts that nothing moves while n1 restarts: a
+	// 600 ms TTL let a heartbeat of n2 delayed 838 ms on a loaded machine
+	// make n3 find n2 stale and move the addresses (correctly) to n1.
+	const longTTL = 3 * time.Second
+	c := startCluster(t, settings{nodes: 3, addresses: 4, ttl: longTTL})
 	c.waitAllOn("eni-n1", generous)
 	c.signal("n1", syscall.SIGKILL)
 	took := c.waitAllOn("eni-n2", generous)

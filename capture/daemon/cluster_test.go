@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,10 @@ func binary(t testing.TB) string { return testenv.Binary(t) }
 type settings struct {
 	nodes, addresses int
 	hold             time.Duration // de-provision hold
+	// ttl, when set, is the heartbeat TTL instead of the package's ttl:
+	// for a test whose assertion is that nothing moves while it watches,
+	// on a machine loaded enough to delay a heartbeat past 600 ms.
+	ttl time.Duration
 	// before, when set, runs once the configurations are written and
 	// before any node starts (to mount a data folder, say).
 	before func(dir string)
@@ -95,7 +100,31 @@ func startCluster(t testing.TB, s settings) *cluster {
 	for _, n := range c.names {
 		c.start(n)
 	}
+	c.waitSynced(generous)
 	return c
+}
+
+// waitSynced waits until every node has synced: at a cluster's first
+// start a node syncs once every peer has answered its pull, so a test
+// that kills a node right after the first acquisition would otherwise
+// kill it before its peers could learn from it — and a node that cannot
+// learn stays passive by design (TestClusterKillHolder saw no failover in
+// 20 s when n1 died before n2 and n3 had pulled from it).
+func (c *cluster) waitSynced(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for _, n := range c.names {
+		for {
+			var st daemon.Status
+			if c.api(n, http.MethodGet, "/v1/status", nil, &st) == http.StatusOK && st.Synced {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("%s did not sync within %v of the cluster's start", n, d)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 func (c *cluster) configPath(n string) string { return filepath.Join(c.dir, n+".yaml") }
@@ -125,7 +154,7 @@ func (c *cluster) config(i int, s settings) string {
 		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: eni-%s}\n", n, j+1, n)
 	}
 	b.WriteString("approval:\n  auto: true\n  providers: [\"*\"]\n  kinds: [\"*\"]\n  cidrs: [\"10.0.0.0/16\"]\n  max_per_run: 100000\n")
-	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n  deprovision_hold: %s\n", reconcile, heartbeat, ttl, s.hold)
+	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n  deprovision_hold: %s\n", reconcile, heartbeat, cmp.Or(s.ttl, ttl), s.hold)
 	return b.String()
 }
 
