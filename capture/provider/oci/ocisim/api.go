@@ -216,10 +216,13 @@ func (s *Server) serve(op string, f func(*call) (answer, *apiError)) http.Handle
 		s.mu.Unlock()
 		if lat > 0 {
 			t := time.NewTimer(lat)
+			s.waiting.Add(1)
 			select {
 			case <-t.C:
+				s.waiting.Add(-1)
 			case <-r.Context().Done():
 				t.Stop()
+				s.waiting.Add(-1)
 				writeError(w, errGone)
 				return
 			}

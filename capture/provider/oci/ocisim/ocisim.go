@@ -447,7 +447,7 @@ func (s *Server) Flush() {
 	s.p.Flush()
 }
 
-// Waiting counts the calls a pause holds now.
+// Waiting counts the calls a pause or the latency fault holds now.
 func (s *Server) Waiting() int { return int(s.waiting.Load()) }
 
 // waitResumed blocks while the API is paused; false when ctx ended first.

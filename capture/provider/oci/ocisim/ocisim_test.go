@@ -599,10 +599,26 @@ func TestAdminAndLatency(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the create returned before it arrived: %v", err)
 	}
+	// Cancel only once the simulator itself holds the call (the front
+	// saw it arrive before the simulator read the latency), and reset
+	// only once it has let go: a reset that came first cleared the
+	// latency, and the call then went through (CI saw its 409 later).
+	waitHeld := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for s.sim.Waiting() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("the simulator holds %d calls, want %d", s.sim.Waiting(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitHeld(1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a create held by an hour of latency: %v, want the caller's cancellation", err)
 	}
+	waitHeld(0)
 	if st, _ := do(http.MethodPost, "/admin/reset", ""); st != http.StatusOK {
 		t.Fatalf("reset: %d", st)
 	}
