@@ -659,3 +659,50 @@ func TestMarkUnsyncedLoneNode(t *testing.T) {
 		t.Fatal("a node with peers stayed synced after MarkUnsynced")
 	}
 }
+
+// TestPullAnsweredAfterStateLossIsDropped: a pull on its way when the node
+// loses its state (MarkUnsynced: a new incarnation) must not count for the
+// new incarnation, or a peer heard from before the loss would help the
+// node sync after it (TestRejoinFrom saw a node sync with one synced peer
+// of two when such answers came back late).
+func TestPullAnsweredAfterStateLossIsDropped(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != RecordsPath {
+			http.NotFound(w, r)
+			return
+		}
+		close(arrived)
+		<-release
+		_ = json.NewEncoder(w).Encode(Records{Node: "b", Incarnation: "b1", Synced: true})
+	}))
+	defer peer.Close()
+	n, err := Open(Config{Node: "a", Path: filepath.Join(t.TempDir(), "a.db"), Client: peer.Client(),
+		Peers: []Peer{{Name: "b", URL: peer.URL}, {Name: "c", URL: "http://127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	// The node is synced (as it would be after its first start), and a
+	// pull of b is on its way.
+	n.mu.Lock()
+	n.synced = true
+	n.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- n.pull(t.Context(), Peer{Name: "b", URL: peer.URL}) }()
+	<-arrived
+	before := n.incarnation
+	if err := n.MarkUnsynced(); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	err = <-done
+	if err == nil || !strings.Contains(err.Error(), "has since lost its state") {
+		t.Fatalf("pull answered after the loss: %v", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.incarnation == before || n.synced || len(n.pulled) != 0 {
+		t.Fatalf("after the late answer: incarnation %s (was %s), synced %v, pulled %v", n.incarnation, before, n.synced, n.pulled)
+	}
+}

@@ -1116,6 +1116,12 @@ func (n *Node) syncLoop(ctx context.Context) {
 func (n *Node) pull(ctx context.Context, p Peer) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// The answer counts only for the incarnation that asked: a node that
+	// lost its state while the pull was on its way (MarkUnsynced) must
+	// not count a peer it heard from before the loss.
+	n.mu.Lock()
+	asked := n.incarnation
+	n.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(p.URL, "/")+RecordsPath, nil)
 	if err != nil {
 		return err
@@ -1137,6 +1143,10 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		return fmt.Errorf("%s answered as %q", p.Name, rec.Node)
 	}
 	n.mu.Lock()
+	if n.incarnation != asked {
+		n.mu.Unlock()
+		return fmt.Errorf("records of %s: asked by incarnation %s, which has since lost its state", p.Name, asked)
+	}
 	lim := n.limits()
 	lim.MaxJump = MaxValue
 	var ok []Event
