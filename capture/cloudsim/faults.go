@@ -3,8 +3,8 @@ package cloudsim
 import (
 	"cmp"
 	"fmt"
+	"github.com/ipfence/ipfence/internal/simfault"
 	"maps"
-	"math"
 	"slices"
 	"time"
 )
@@ -39,10 +39,7 @@ type Faults struct {
 
 // ErrorRate is the probability, from 0 to 1, that a call fails with Code:
 // CodeThrottled, CodeInternal or CodeUnavailable.
-type ErrorRate struct {
-	Code string  `json:"code"`
-	Rate float64 `json:"rate"`
-}
+type ErrorRate = simfault.ErrorRate
 
 // Duration is a time.Duration that reads and writes JSON as a string such
 // as "150ms".
@@ -86,20 +83,8 @@ func (f Faults) validate() error {
 		if a != AnyAction && !knownAction(a) {
 			return fmt.Errorf("errors: %q is neither %q nor an action the simulator serves (%v)", a, AnyAction, actionNames())
 		}
-		sum := 0.0
-		for i, e := range f.Errors[a] {
-			if _, ok := injectedStatus[e.Code]; !ok {
-				return fmt.Errorf("errors[%s][%d].code: %q is not one of %s, %s, %s", a, i, e.Code, CodeThrottled, CodeInternal, CodeUnavailable)
-			}
-			if math.IsNaN(e.Rate) || e.Rate < 0 || e.Rate > 1 {
-				return fmt.Errorf("errors[%s][%d].rate: %v is not between 0 and 1", a, i, e.Rate)
-			}
-			sum += e.Rate
-		}
-		// A little slack for rates such as 0.1+0.2+0.7 that add up to 1
-		// only on paper.
-		if sum > 1+1e-9 {
-			return fmt.Errorf("errors[%s]: the rates add up to %v, more than 1", a, sum)
+		if err := simfault.CheckRates(a, f.Errors[a], []string{CodeThrottled, CodeInternal, CodeUnavailable}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -118,21 +103,7 @@ func (f Faults) latency(action string) time.Duration {
 // rates (its own or AnyAction's) and none for other calls, so the calls
 // that fail are a function of the seed, the faults and the order of calls.
 func (f Faults) draw(action string, rng interface{ Float64() float64 }) string {
-	rates, ok := f.Errors[action]
-	if !ok {
-		rates, ok = f.Errors[AnyAction]
-	}
-	if !ok || len(rates) == 0 {
-		return ""
-	}
-	x := rng.Float64()
-	for _, e := range rates {
-		if x < e.Rate {
-			return e.Code
-		}
-		x -= e.Rate
-	}
-	return ""
+	return simfault.Draw(f.Errors, action, AnyAction, rng)
 }
 
 // clone copies the maps and slices, so that a caller's later change to

@@ -27,8 +27,8 @@ func TestFaultsLatencyAndDraw(t *testing.T) {
 		Latency:       Duration(100 * time.Millisecond),
 		ActionLatency: map[string]Duration{actAssign: 0, actDescribe: Duration(time.Second)},
 		Errors: map[string][]ErrorRate{
-			actAssign: {{CodeThrottled, 0.25}, {CodeInternal, 0.5}},
-			AnyAction: {{CodeUnavailable, 1}},
+			actAssign: {{Code: CodeThrottled, Rate: 0.25}, {Code: CodeInternal, Rate: 0.5}},
+			AnyAction: {{Code: CodeUnavailable, Rate: 1}},
 		},
 	}
 	for action, want := range map[string]time.Duration{actAssign: 0, actDescribe: time.Second, actUnassign: 100 * time.Millisecond} {
@@ -61,16 +61,16 @@ func TestFaultsValidate(t *testing.T) {
 		{Faults{ActionLatency: map[string]Duration{"RunInstances": 1}}, `actionLatency: "RunInstances" is not an action the simulator serves`},
 		{Faults{ActionLatency: map[string]Duration{actAssign: -1}}, "actionLatency[AssignPrivateIpAddresses]: -1ns is negative"},
 		{Faults{Errors: map[string][]ErrorRate{"RunInstances": nil}}, `errors: "RunInstances" is neither "*" nor an action`},
-		{Faults{Errors: map[string][]ErrorRate{actAssign: {{"Throttling", 0.1}}}}, `errors[AssignPrivateIpAddresses][0].code: "Throttling" is not one of RequestLimitExceeded, InternalError, Unavailable`},
-		{Faults{Errors: map[string][]ErrorRate{AnyAction: {{CodeInternal, 1.5}}}}, "errors[*][0].rate: 1.5 is not between 0 and 1"},
-		{Faults{Errors: map[string][]ErrorRate{AnyAction: {{CodeInternal, 0.6}, {CodeThrottled, 0.6}}}}, "errors[*]: the rates add up to 1.2, more than 1"},
+		{Faults{Errors: map[string][]ErrorRate{actAssign: {{Code: "Throttling", Rate: 0.1}}}}, `errors[AssignPrivateIpAddresses][0].code: "Throttling" is not one of RequestLimitExceeded, InternalError, Unavailable`},
+		{Faults{Errors: map[string][]ErrorRate{AnyAction: {{Code: CodeInternal, Rate: 1.5}}}}, "errors[*][0].rate: 1.5 is not between 0 and 1"},
+		{Faults{Errors: map[string][]ErrorRate{AnyAction: {{Code: CodeInternal, Rate: 0.6}, {Code: CodeThrottled, Rate: 0.6}}}}, "errors[*]: the rates add up to 1.2, more than 1"},
 	}
 	for _, tc := range cases {
 		if err := tc.f.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("validate(%+v) = %v, want %q", tc.f, err, tc.want)
 		}
 	}
-	ok := Faults{Errors: map[string][]ErrorRate{AnyAction: {{CodeInternal, 0.1}, {CodeThrottled, 0.2}, {CodeUnavailable, 0.7}}}}
+	ok := Faults{Errors: map[string][]ErrorRate{AnyAction: {{Code: CodeInternal, Rate: 0.1}, {Code: CodeThrottled, Rate: 0.2}, {Code: CodeUnavailable, Rate: 0.7}}}}
 	if err := ok.validate(); err != nil {
 		t.Errorf("rates adding up to 1 = %v, want nil", err)
 	}
@@ -110,7 +110,7 @@ func (e *env) outcomes(first, n int) []string {
 
 func TestErrorRates(t *testing.T) {
 	e := newEnv(t, Config{Seed: 1})
-	faults := Faults{Errors: map[string][]ErrorRate{actAssign: {{CodeThrottled, 0.3}, {CodeInternal, 0.2}}}}
+	faults := Faults{Errors: map[string][]ErrorRate{actAssign: {{Code: CodeThrottled, Rate: 0.3}, {Code: CodeInternal, Rate: 0.2}}}}
 	adminDo(t, e.srv.URL, http.MethodPut, "/admin/faults", faults, nil)
 	got := e.outcomes(10, 16)
 	// Which calls fail is a function of the seed and the calls: this is
@@ -148,7 +148,7 @@ func TestErrorRates(t *testing.T) {
 
 	// The statuses of each injected code, and AnyAction.
 	for code, status := range map[string]int{CodeThrottled: 503, CodeInternal: 500, CodeUnavailable: 503} {
-		adminDo(t, e.srv.URL, http.MethodPut, "/admin/faults", Faults{Errors: map[string][]ErrorRate{AnyAction: {{code, 1}}}}, nil)
+		adminDo(t, e.srv.URL, http.MethodPut, "/admin/faults", Faults{Errors: map[string][]ErrorRate{AnyAction: {{Code: code, Rate: 1}}}}, nil)
 		_, err := e.ec2.DescribeNetworkInterfaceAttribute(t.Context(), &ec2.DescribeNetworkInterfaceAttributeInput{
 			NetworkInterfaceId: aws.String("eni-a"), Attribute: types.NetworkInterfaceAttributeSourceDestCheck,
 		})
@@ -358,7 +358,7 @@ func TestAdminFaultsAPI(t *testing.T) {
 	adminDo(t, e.srv.URL, http.MethodGet, "/admin/faults", nil, &got)
 	want := Faults{
 		Latency: Duration(20 * time.Millisecond), ActionLatency: map[string]Duration{actAssign: Duration(time.Second)},
-		Errors: map[string][]ErrorRate{AnyAction: {{CodeUnavailable, 0.5}}}, RemapDelay: Duration(3 * time.Second),
+		Errors: map[string][]ErrorRate{AnyAction: {{Code: CodeUnavailable, Rate: 0.5}}}, RemapDelay: Duration(3 * time.Second),
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("GET /admin/faults = %+v, want %+v", got, want)

@@ -168,7 +168,7 @@ func FuzzDecodeState(f *testing.F) {
 	st := stamp{epoch: 3, key: "k"}
 	_ = s.mutate(func(m *model) error { return m.assign("eni-a", []netip.Addr{ip7, ip8}, false, st) })
 	_ = s.mutate(func(m *model) error { return m.setSourceDestCheck("eni-b", false, st) })
-	_ = s.SetFaults(Faults{RemapDelay: Duration(1e9), Errors: map[string][]ErrorRate{AnyAction: {{CodeInternal, 0.1}}}})
+	_ = s.SetFaults(Faults{RemapDelay: Duration(1e9), Errors: map[string][]ErrorRate{AnyAction: {{Code: CodeInternal, Rate: 0.1}}}})
 	_ = s.mutate(func(m *model) error { return m.assign("eni-c", []netip.Addr{ip7}, true, st) })
 	data, err := os.ReadFile(filepath.Join(dir, StateFile))
 	if err != nil {

@@ -29,7 +29,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	}
 	faults := Faults{
 		ActionLatency: map[string]Duration{actDescribe: Duration(time.Millisecond)},
-		Errors:        map[string][]ErrorRate{actUnassign: {{CodeThrottled, 0.5}}},
+		Errors:        map[string][]ErrorRate{actUnassign: {{Code: CodeThrottled, Rate: 0.5}}},
 		RemapDelay:    Duration(10 * time.Second),
 	}
 	adminDo(t, first.srv.URL, http.MethodPut, "/admin/faults", faults, nil)

@@ -2,6 +2,7 @@ package armsim
 
 import (
 	"fmt"
+	"github.com/ipfence/ipfence/internal/simfault"
 	"maps"
 	"math"
 	"slices"
@@ -49,10 +50,7 @@ type Faults struct {
 }
 
 // ErrorRate is the probability, from 0 to 1, that a call fails with Code.
-type ErrorRate struct {
-	Code string  `json:"code"`
-	Rate float64 `json:"rate"`
-}
+type ErrorRate = simfault.ErrorRate
 
 func (f Faults) validate() error {
 	if f.Latency < 0 || f.Delay < 0 {
@@ -70,18 +68,8 @@ func (f Faults) validate() error {
 		if op != AnyOperation && !slices.Contains(operations, op) {
 			return fmt.Errorf("errors: %q is neither %q nor one of %v", op, AnyOperation, operations)
 		}
-		sum := 0.0
-		for i, e := range f.Errors[op] {
-			if _, ok := injectedStatus[e.Code]; !ok {
-				return fmt.Errorf("errors[%s][%d].code: %q is not one of %s, %s, %s", op, i, e.Code, CodeTooManyRequests, CodeInternal, CodeServiceUnavailable)
-			}
-			if math.IsNaN(e.Rate) || e.Rate < 0 || e.Rate > 1 {
-				return fmt.Errorf("errors[%s][%d].rate: %v is not between 0 and 1", op, i, e.Rate)
-			}
-			sum += e.Rate
-		}
-		if sum > 1+1e-9 {
-			return fmt.Errorf("errors[%s]: the rates add up to %v, more than 1", op, sum)
+		if err := simfault.CheckRates(op, f.Errors[op], []string{CodeTooManyRequests, CodeInternal, CodeServiceUnavailable}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -97,21 +85,7 @@ func (f Faults) latency(op string) time.Duration {
 // draw decides whether a call of op fails and with which code; it draws
 // one number per call of an operation that has rates.
 func (f Faults) draw(op string, rng interface{ Float64() float64 }) string {
-	rates, ok := f.Errors[op]
-	if !ok {
-		rates = f.Errors[AnyOperation]
-	}
-	if len(rates) == 0 {
-		return ""
-	}
-	x := rng.Float64()
-	for _, e := range rates {
-		if x < e.Rate {
-			return e.Code
-		}
-		x -= e.Rate
-	}
-	return ""
+	return simfault.Draw(f.Errors, op, AnyOperation, rng)
 }
 
 func (f Faults) clone() Faults {

@@ -3,6 +3,7 @@ package ocisim
 import (
 	"cmp"
 	"fmt"
+	"github.com/ipfence/ipfence/internal/simfault"
 	"maps"
 	"math"
 	"net/http"
@@ -60,10 +61,7 @@ type Throttle struct {
 
 // ErrorRate is the probability, from 0 to 1, that a call fails with Code:
 // CodeTooManyRequests, CodeInternalServerError or CodeServiceUnavailable.
-type ErrorRate struct {
-	Code string  `json:"code"`
-	Rate float64 `json:"rate"`
-}
+type ErrorRate = simfault.ErrorRate
 
 // Duration is a time.Duration that reads and writes JSON as a string such
 // as "150ms".
@@ -108,18 +106,8 @@ func (f Faults) validate() error {
 		if op != AnyOperation && !slices.Contains(operations, op) {
 			return fmt.Errorf("errors: %q is neither %q nor an operation the simulator serves (%v)", op, AnyOperation, operations)
 		}
-		sum := 0.0
-		for i, e := range f.Errors[op] {
-			if _, ok := injectedStatus[e.Code]; !ok {
-				return fmt.Errorf("errors[%s][%d].code: %q is not one of %s, %s, %s", op, i, e.Code, CodeTooManyRequests, CodeInternalServerError, CodeServiceUnavailable)
-			}
-			if math.IsNaN(e.Rate) || e.Rate < 0 || e.Rate > 1 {
-				return fmt.Errorf("errors[%s][%d].rate: %v is not between 0 and 1", op, i, e.Rate)
-			}
-			sum += e.Rate
-		}
-		if sum > 1+1e-9 {
-			return fmt.Errorf("errors[%s]: the rates add up to %v, more than 1", op, sum)
+		if err := simfault.CheckRates(op, f.Errors[op], []string{CodeTooManyRequests, CodeInternalServerError, CodeServiceUnavailable}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -138,21 +126,7 @@ func (f Faults) latency(op string) time.Duration {
 // and none for the others, so which calls fail is a function of the seed,
 // the faults and the order of calls.
 func (f Faults) draw(op string, rng interface{ Float64() float64 }) string {
-	rates, ok := f.Errors[op]
-	if !ok {
-		rates, ok = f.Errors[AnyOperation]
-	}
-	if !ok || len(rates) == 0 {
-		return ""
-	}
-	x := rng.Float64()
-	for _, e := range rates {
-		if x < e.Rate {
-			return e.Code
-		}
-		x -= e.Rate
-	}
-	return ""
+	return simfault.Draw(f.Errors, op, AnyOperation, rng)
 }
 
 // clone copies the maps and slices, so that a caller's later change to its
