@@ -20,7 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -107,9 +109,34 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			so.MaxAttempts = o.ReadAttempts
 			so.MaxBackoff = o.MaxBackoff
 		})
+		eo.HTTPClient = plainBodies{eo.HTTPClient}
 	})
 	return &Driver{client: client, opts: o}, nil
 }
+
+// plainBodies hands net/http each request body as a plain reader. The
+// SDK closes a request's body as soon as the response headers arrive, and
+// its body wrapper's WriteTo answers io.EOF once closed; net/http's write
+// loop, still making its last check that the body holds nothing more,
+// takes that EOF as a failed write and closes the connection under the
+// response being read. A read then fails to decode although EC2 answered:
+// a retried describe (an extra call, seen in the call-count tests under
+// load) or, worse, a mutation reported failed that EC2 applied. Hidden
+// behind a plain Read, a closed body ends the check cleanly.
+type plainBodies struct{ next awssdk.HTTPClient }
+
+func (c plainBodies) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = plainBody{req.Body}
+	}
+	return c.next.Do(req)
+}
+
+// plainBody is a request body with only Read and Close.
+type plainBody struct{ rc io.ReadCloser }
+
+func (b plainBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
+func (b plainBody) Close() error               { return b.rc.Close() }
 
 // readyCheck asks the readiness check the call's context carries (see
 // gate.WithReady) as the last step before the request is sent: after the
