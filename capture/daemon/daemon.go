@@ -29,7 +29,9 @@ import (
 	"github.com/ipfence/ipfence/capture/federation"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
+	"github.com/ipfence/ipfence/capture/provider/azure"
 	"github.com/ipfence/ipfence/capture/provider/memory"
+	"github.com/ipfence/ipfence/capture/provider/oci"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/capture/reconcile"
 	"github.com/ipfence/ipfence/capture/store"
@@ -228,6 +230,27 @@ func providers(ctx context.Context, cfg *config.Node, log *slog.Logger) (map[str
 				o.Credentials = credentials.NewStaticCredentialsProvider("ipfence", "cloudsim", "")
 			}
 			drv, err := aws.New(ctx, o)
+			if err != nil {
+				return nil, fmt.Errorf("provider %s: %w", name, err)
+			}
+			out[name] = drv
+		case config.TypeAzure:
+			// Credentials come from azidentity's default chain (the
+			// environment, workload identity, the VM's managed identity);
+			// the file never holds one (config refuses it).
+			drv, err := azure.New(azure.Options{
+				SubscriptionID: p.Azure.SubscriptionID, ResourceGroup: p.Azure.ResourceGroup, Endpoint: p.Endpoint,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("provider %s: %w", name, err)
+			}
+			out[name] = drv
+		case config.TypeOCI:
+			// Credentials come from the OCI config file (or the instance
+			// principal when auth says so), never from this file.
+			drv, err := oci.New(oci.Options{
+				SubnetID: p.OCI.SubnetID, Auth: oci.Auth(p.OCI.Auth), Profile: p.OCI.Profile, Region: p.Region, Host: p.Endpoint,
+			})
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", name, err)
 			}
