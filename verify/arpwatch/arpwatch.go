@@ -12,8 +12,9 @@
 // out, no sockets and no clock) and can be fed from elsewhere.
 //
 // Both use a packet socket on the interface, which needs CAP_NET_RAW, and
-// send requests from the interface's hardware address and first IPv4
-// address, as the host's own ARP would.
+// send requests from the interface's hardware address and, unless
+// ObserveOptions.Senders names others, its first IPv4 address, as the
+// host's own ARP would.
 package arpwatch
 
 import (
@@ -86,7 +87,7 @@ func Probe(ctx context.Context, iface string, addr netip.Addr, opts ProbeOptions
 		}
 		now := time.Now()
 		if sent < opts.Count && !now.Before(start.Add(time.Duration(sent)*opts.Interval)) {
-			if err := c.request(addr); err != nil {
+			if err := c.request(addr, c.ip); err != nil {
 				return nil, err
 			}
 			sent++
@@ -175,9 +176,12 @@ func (c *conn) close() error { return c.p.Close() }
 // wake makes a blocked read return, so that a cancelled context is seen.
 func (c *conn) wake() { _ = c.p.SetReadDeadline(time.Unix(1, 0)) }
 
-// request broadcasts an ARP request for target.
-func (c *conn) request(target netip.Addr) error {
-	p, err := arp.NewPacket(arp.OperationRequest, c.mac, c.ip, ethernet.Broadcast, target)
+// request broadcasts an ARP request for target from sender (the sender
+// protocol address; the sender hardware address is always the interface's,
+// so that replies come to this host's Ethernet address whatever sender
+// says).
+func (c *conn) request(target, sender netip.Addr) error {
+	p, err := arp.NewPacket(arp.OperationRequest, c.mac, sender, ethernet.Broadcast, target)
 	if err != nil {
 		return fmt.Errorf("arpwatch: request for %s on %s: %w", target, c.iface, err)
 	}
@@ -219,10 +223,13 @@ func (c *conn) read(deadline time.Time) (reply, error) {
 
 // reply is an ARP reply: ip is at mac. mac is the ARP sender hardware
 // address, which is what a neighbour cache learns; a proxy may send the
-// frame from another Ethernet source.
+// frame from another Ethernet source. target is the target protocol
+// address, which a responder copies from the request's sender protocol
+// address: the one thing in a reply that says which request it answers.
 type reply struct {
-	ip  netip.Addr
-	mac net.HardwareAddr
+	ip     netip.Addr
+	mac    net.HardwareAddr
+	target netip.Addr
 }
 
 // parseReply reads an Ethernet frame and reports whether it is an ARP reply
@@ -238,8 +245,8 @@ func parseReply(frame []byte) (reply, bool) {
 	}
 	if p.Operation != arp.OperationReply || p.HardwareType != 1 ||
 		p.ProtocolType != uint16(ethernet.EtherTypeIPv4) ||
-		p.HardwareAddrLength != 6 || p.IPLength != 4 || !p.SenderIP.Is4() {
+		p.HardwareAddrLength != 6 || p.IPLength != 4 || !p.SenderIP.Is4() || !p.TargetIP.Is4() {
 		return reply{}, false
 	}
-	return reply{ip: p.SenderIP, mac: slices.Clone(p.SenderHardwareAddr)}, true
+	return reply{ip: p.SenderIP, mac: slices.Clone(p.SenderHardwareAddr), target: p.TargetIP}, true
 }

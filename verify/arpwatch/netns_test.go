@@ -5,8 +5,10 @@ package arpwatch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -56,6 +58,48 @@ func (l *lab) hold(t *testing.T, hosts ...string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// observe starts an observer of the lab's address in the observer's
+// namespace, its rounds tied to replies through senders from the lab's
+// spare addresses.
+func (l *lab) observe(t *testing.T, interval time.Duration) *arpwatch.Observer {
+	t.Helper()
+	senders, err := l.SpareAddresses(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o *arpwatch.Observer
+	err = l.Do(l.Observer(), func() error {
+		var err error
+		o, err = arpwatch.Observe(t.Context(), l.LANDevice(), []netip.Addr{l.Address()}, arpwatch.ObserveOptions{Interval: interval, Senders: senders})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
+}
+
+// changes renders the report's changes of responders as sets in order,
+// with a change to nobody left out when another follows within two rounds:
+// a reply lost, or later than the observer waits for (a loaded machine),
+// which a reader smooths; a longer silence is an outage and stays. It
+// returns how many it left out.
+func (l *lab) changes(rep arpwatch.AddressReport, interval time.Duration) ([]string, int) {
+	var seq []string
+	dropouts := 0
+	for i, c := range rep.Changes {
+		if len(c.To) == 0 && i+1 < len(rep.Changes) && rep.Changes[i+1].At-c.At <= 2*interval {
+			dropouts++
+			continue
+		}
+		if set := "[" + join(c.To) + "]"; len(seq) == 0 || seq[len(seq)-1] != set {
+			seq = append(seq, set)
+		}
+	}
+	return seq, dropouts
 }
 
 func (l *lab) macs(hosts ...string) string {
@@ -144,16 +188,7 @@ func TestProbeCountsResponders(t *testing.T) {
 func TestObserver(t *testing.T) {
 	l := newLab(t)
 	const interval = 50 * time.Millisecond
-	var o *arpwatch.Observer
-	err := l.Do(l.Observer(), func() error {
-		var err error
-		o, err = arpwatch.Observe(t.Context(), l.LANDevice(), []netip.Addr{l.Address()}, arpwatch.ObserveOptions{Interval: interval})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { o.Close() })
+	o := l.observe(t, interval)
 
 	const split = 500 * time.Millisecond
 	time.Sleep(3 * interval)
@@ -178,22 +213,11 @@ func TestObserver(t *testing.T) {
 	if !ok {
 		t.Fatal("no report for the address")
 	}
-	// The report records rounds as seen: a reply that came a round late
-	// (a loaded machine delays the responder or the observer past the
-	// round's end) shows as a round or two with no responder, which a
-	// reader smooths. Smoothed so, the changes are exactly h1, both, h2;
-	// a longer silence would be a real outage and stays in the sequence.
-	var seq []string
-	dropouts := 0
-	for i, c := range rep.Changes {
-		if len(c.To) == 0 && i+1 < len(rep.Changes) && rep.Changes[i+1].At-c.At <= 2*interval {
-			dropouts++
-			continue
-		}
-		if set := "[" + join(c.To) + "]"; len(seq) == 0 || seq[len(seq)-1] != set {
-			seq = append(seq, set)
-		}
-	}
+	// The report records rounds as seen: a reply that came more than a
+	// round late (a loaded machine delays the responder or the observer)
+	// shows as a round with no responder, which a reader smooths.
+	// Smoothed so, the changes are exactly h1, both, h2.
+	seq, dropouts := l.changes(rep, interval)
 	want := []string{"[" + l.macs("h1") + "]", "[" + l.macs("h1", "h2") + "]", "[" + l.macs("h2") + "]"}
 	if !slices.Equal(seq, want) {
 		t.Fatalf("responder changes %v (%d one- or two-round dropouts smoothed), want %v", seq, dropouts, want)
@@ -214,4 +238,91 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("%d rounds observed over %s", rep.Rounds, rep.Observed)
 	}
 	t.Logf("%d rounds over %s; dual responders for %s (split held %s)", rep.Rounds, rep.Observed, rep.DualResponder, split)
+}
+
+// TestObserverLateHolder hands the address over, three times, from a
+// holder that answers 1.5 rounds late (h1, through the lab's late
+// responder) to one that answers at once (h2, the kernel's proxy-ARP), and
+// back. The late holder stops right after a request, and h2 acquires at
+// once: h2 answers the next round while h1's reply to the last one is
+// still on its way and arrives in that same round. Counted where it
+// arrives, that reply made a split brain nobody had; tied to the request
+// it answers, it is credited to its own round, and no round has both.
+//
+// The hosts filter strictly (rp_filter=1, arp_filter=1), so the test also
+// shows that the kernel answers requests from the spare addresses.
+func TestObserverLateHolder(t *testing.T) {
+	l := newLab(t)
+	const interval = 50 * time.Millisecond
+	for _, h := range l.Hosts() {
+		err := l.Do(h, func() error {
+			for _, k := range []string{"conf/all/rp_filter", "conf/eth0/rp_filter", "conf/all/arp_filter", "conf/eth0/arp_filter"} {
+				if err := os.WriteFile("/proc/sys/net/ipv4/"+k, []byte("1"), 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow, err := l.StartLateResponder("h1", 3*interval/2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := slow.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	o := l.observe(t, interval)
+
+	const handOvers = 3
+	time.Sleep(6 * interval)
+	for range handOvers {
+		if _, err := slow.StopAfterNext(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		l.hold(t, "h2")
+		time.Sleep(6 * interval)
+		// Back to h1: h2 lets go first, so that this way round nothing
+		// overlaps either.
+		l.hold(t)
+		slow.Resume()
+		time.Sleep(6 * interval)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, ok := o.Report().Address(l.Address())
+	if !ok {
+		t.Fatal("no report for the address")
+	}
+	seq, dropouts := l.changes(rep, interval)
+	var want []string
+	for range handOvers {
+		want = append(want, "["+l.macs("h1")+"]", "["+l.macs("h2")+"]")
+	}
+	want = append(want, "["+l.macs("h1")+"]")
+	t.Logf("%d rounds over %s; dual responders for %s; %d replies late, %d unmatched (h1 answered %d); %d dropouts smoothed",
+		rep.Rounds, rep.Observed, rep.DualResponder, rep.LateReplies, rep.UnmatchedReplies, slow.Answered(), dropouts)
+	if rep.DualResponder != 0 {
+		var eps []string
+		for _, iv := range rep.Intervals {
+			if len(iv.Responders) > 1 {
+				eps = append(eps, fmt.Sprintf("%s-%s", iv.Start, iv.End))
+			}
+		}
+		t.Fatalf("dual-responder time %s (%v) with never two holders", rep.DualResponder, eps)
+	}
+	if !slices.Equal(seq, want) {
+		t.Fatalf("responder changes %v (%d one- or two-round dropouts smoothed), want %v", seq, dropouts, want)
+	}
+	// Every reply of h1's leaves after its round ended: the ones the
+	// observer credited came late.
+	if rep.LateReplies == 0 {
+		t.Fatal("no reply was credited late: h1's rounds were not tied to their replies")
+	}
 }

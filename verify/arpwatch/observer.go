@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -15,23 +14,88 @@ import (
 // ObserveOptions configure Observe.
 type ObserveOptions struct {
 	// Interval is the length of a round (default 100ms): each round sends
-	// one request per address at its start and counts the replies that
-	// arrive before the next round starts.
+	// one request per address at its start, and the next round starts
+	// an Interval later.
 	Interval time.Duration
+	// Senders, when set, tie replies to rounds: round after round the
+	// requests carry the next of these as their sender protocol address,
+	// in turn, which a responder copies into its reply's target protocol
+	// address. A reply then counts for the round it answers, also when it
+	// arrives up to one Interval after that round's end; replies that
+	// answer no round still open are dropped (Round.Unmatched). Empty,
+	// requests carry the interface's own address and a reply counts for
+	// the round in whose Interval it arrives, whichever it answers.
+	//
+	// At least three distinct IPv4 addresses, none of them observed: two
+	// would make a reply two rounds late look like one to the current
+	// round. They must be addresses of the interface's subnet that nobody
+	// uses: a responder answers a request only from a sender it can route
+	// back to on that interface (rp_filter, arp_filter), and learns the
+	// sender as being at this interface's hardware address, which a host
+	// that really has one of them would contest. The requests' sender
+	// hardware address stays the interface's, so that the replies come to
+	// it.
+	Senders []netip.Addr
 }
 
+// check validates the options and fills in the defaults.
+func (o ObserveOptions) check(addrs []netip.Addr) (ObserveOptions, error) {
+	if o.Interval < 0 {
+		return o, fmt.Errorf("arpwatch: observe: interval %s is negative", o.Interval)
+	}
+	if o.Interval == 0 {
+		o.Interval = 100 * time.Millisecond
+	}
+	if n := len(o.Senders); n > 0 && n < minSenders {
+		return o, fmt.Errorf("arpwatch: observe: %d senders %v: want none, or at least %d to tell a late reply from a current one", n, o.Senders, minSenders)
+	}
+	for i, s := range o.Senders {
+		switch {
+		case !s.Is4():
+			return o, fmt.Errorf("arpwatch: observe: sender %s is not an IPv4 address", s)
+		case s.IsUnspecified() || s.IsMulticast() || s == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			return o, fmt.Errorf("arpwatch: observe: sender %s cannot be a host's address", s)
+		case slices.Contains(o.Senders[:i], s):
+			return o, fmt.Errorf("arpwatch: observe: sender %s listed twice: every round needs a sender of its own", s)
+		case slices.Contains(addrs, s):
+			// A request from the address it asks for is a gratuitous
+			// ARP: it would announce the observer as the holder.
+			return o, fmt.Errorf("arpwatch: observe: sender %s is an observed address", s)
+		}
+	}
+	o.Senders = slices.Clone(o.Senders)
+	return o, nil
+}
+
+// minSenders is the fewest senders that tie replies to rounds: the two open
+// rounds have two of them, and a reply to an older round must name
+// neither.
+const minSenders = 3
+
 // Observer probes addresses in rounds until closed, and tallies the
-// responders. A reply counts for the round in which it arrives: ARP
-// replies carry nothing that ties them to a request, so a responder slower
-// than Interval (a kernel proxy with the default proxy_delay, up to
-// 0.8 s) shows in the wrong round or in none. A lost request or reply
-// shows as a round with a responder missing; the report records rounds as
-// seen and leaves smoothing to its reader.
+// responders.
+//
+// Without ObserveOptions.Senders a reply counts for the round in which it
+// arrives: ARP replies carry nothing else that ties them to a request, so
+// a responder slower than Interval (a loaded machine, or a kernel proxy
+// with the default proxy_delay, up to 0.8 s) shows in the wrong round or in
+// none, and a hand-over can show a round with the old and the new holder
+// both that no moment had. With Senders each request names its round and
+// each reply the request it answers: a reply up to one Interval late is
+// credited to its own round, which therefore reaches the Tally (and
+// Report) one Interval after its end, and older ones are dropped. Rounds
+// still open when the observer stops are left out of the report, as an
+// unfinished round always was: their late replies would be missing.
+//
+// A lost request or reply shows as a round with a responder missing; the
+// report records rounds as seen and leaves smoothing to its reader.
 type Observer struct {
 	c        *conn
 	addrs    []netip.Addr
 	interval time.Duration
 	start    time.Time
+	// ledger is used by the probing goroutine only.
+	ledger *ledger
 
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -50,16 +114,14 @@ func Observe(ctx context.Context, iface string, addrs []netip.Addr, opts Observe
 	if len(addrs) == 0 {
 		return nil, errors.New("arpwatch: observe: no addresses")
 	}
-	if opts.Interval < 0 {
-		return nil, fmt.Errorf("arpwatch: observe: interval %s is negative", opts.Interval)
-	}
-	if opts.Interval == 0 {
-		opts.Interval = 100 * time.Millisecond
-	}
 	for _, a := range addrs {
 		if !a.Is4() {
 			return nil, fmt.Errorf("arpwatch: %s is not an IPv4 address: ARP resolves IPv4 only", a)
 		}
+	}
+	opts, err := opts.check(addrs)
+	if err != nil {
+		return nil, err
 	}
 	c, err := open(iface, addrs[0])
 	if err != nil {
@@ -70,6 +132,7 @@ func Observe(ctx context.Context, iface string, addrs []netip.Addr, opts Observe
 		c:        c,
 		addrs:    slices.Clone(addrs),
 		interval: opts.Interval,
+		ledger:   newLedger(addrs, opts.Senders),
 		start:    time.Now(),
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -108,17 +171,21 @@ func (o *Observer) run(ctx context.Context) error {
 }
 
 // round sends one request per address, collects replies until end, and
-// records the round.
+// records the rounds that can take no more replies.
 func (o *Observer) round(ctx context.Context, start, end time.Time) error {
 	if err := sleepUntil(ctx, start); err != nil {
 		return err
 	}
+	// The round's times are offsets on the monotonic clock.
+	sender := o.ledger.begin(start.Sub(o.start), end.Sub(o.start))
+	if !sender.IsValid() {
+		sender = o.c.ip
+	}
 	for _, a := range o.addrs {
-		if err := o.c.request(a); err != nil {
+		if err := o.c.request(a, sender); err != nil {
 			return err
 		}
 	}
-	seen := map[netip.Addr][]net.HardwareAddr{}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -130,16 +197,18 @@ func (o *Observer) round(ctx context.Context, start, end time.Time) error {
 		if err != nil {
 			return err
 		}
-		if slices.Contains(o.addrs, r.ip) {
-			seen[r.ip] = append(seen[r.ip], r.mac)
-		}
+		o.ledger.credit(r.ip, r.target, r.mac)
 	}
-	// The round's times are offsets on the monotonic clock.
-	s, e := start.Sub(o.start), end.Sub(o.start)
+	// Closing ends the read early, as a deadline: the window was cut
+	// short, and so would be the held round's.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rounds := o.ledger.endWindow()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, a := range o.addrs {
-		if err := o.tally.Add(Round{Address: a, Start: s, End: e, Responders: seen[a]}); err != nil {
+	for _, r := range rounds {
+		if err := o.tally.Add(r); err != nil {
 			return err
 		}
 	}

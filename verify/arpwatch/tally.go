@@ -9,13 +9,23 @@ import (
 	"time"
 )
 
-// A Round is one probe of one address: the requests went out at Start and
-// the replies that arrived until End named Responders. Times are offsets
-// from the start of the observation, on a monotonic clock.
+// A Round is one probe of one address: the requests went out at Start, the
+// next round's at End, and Responders answered. Which replies those are
+// depends on the observer: the Observer without ObserveOptions.Senders
+// counts the replies that arrived until End; with Senders, the replies
+// that answered this round's requests, arriving until End or, Late, in the
+// interval after it. Times are offsets from the start of the observation,
+// on a monotonic clock.
 type Round struct {
 	Address    netip.Addr
 	Start, End time.Duration
 	Responders []net.HardwareAddr
+	// Late is how many of the replies counted arrived after End, and
+	// Unmatched how many replies for the address arrived in this round's
+	// window but answered no round still open (from longer ago, or not
+	// to a request of the observer's), which were dropped. Both stay zero
+	// when replies are not tied to rounds.
+	Late, Unmatched int
 }
 
 // An Interval is a stretch of consecutive rounds of one address with the
@@ -48,6 +58,10 @@ type AddressReport struct {
 	// before ended (the observer fell behind).
 	Intervals []Interval
 	Changes   []Change
+	// LateReplies and UnmatchedReplies add up the rounds' Late and
+	// Unmatched: how often a responder was slower than a round, and how
+	// often slower than two (or answered someone else).
+	LateReplies, UnmatchedReplies int
 	// Last is the responders of the latest round.
 	Last []net.HardwareAddr
 }
@@ -82,6 +96,9 @@ func (t *Tally) Add(r Round) error {
 	if r.End < r.Start {
 		return fmt.Errorf("arpwatch: round of %s ends at %s before it starts at %s", r.Address, r.End, r.Start)
 	}
+	if r.Late < 0 || r.Unmatched < 0 {
+		return fmt.Errorf("arpwatch: round of %s at %s: negative reply counts (%d late, %d unmatched)", r.Address, r.Start, r.Late, r.Unmatched)
+	}
 	if t.addrs == nil {
 		t.addrs = map[netip.Addr]*AddressReport{}
 	}
@@ -107,6 +124,8 @@ func (t *Tally) Add(r Round) error {
 	}
 	a.Rounds++
 	a.Observed += r.End - r.Start
+	a.LateReplies += r.Late
+	a.UnmatchedReplies += r.Unmatched
 	if len(set) > 1 {
 		a.DualResponder += r.End - r.Start
 	}

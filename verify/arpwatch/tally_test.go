@@ -119,6 +119,8 @@ func TestTallyRefuses(t *testing.T) {
 		{Address: addrA, Start: 250 * ms, End: 350 * ms}, // overlaps
 		{Address: addrA, Start: 500 * ms, End: 400 * ms}, // ends before it starts
 		{Start: 0, End: ms},                              // no address
+		{Address: addrA, Start: 300 * ms, End: 400 * ms, Late: -1},
+		{Address: addrA, Start: 300 * ms, End: 400 * ms, Unmatched: -1},
 	} {
 		if err := tl.Add(r); err == nil {
 			t.Errorf("Add(%+v): no error", r)
