@@ -32,6 +32,11 @@ var OnPremNemeses = []string{"partition", "pause", "kill"}
 // address.
 const observeInterval = 50 * time.Millisecond
 
+// observeSenders is how many addresses the observer's requests come from,
+// in turn: a reply is told from a current one unless it is that many
+// rounds late (250 ms).
+const observeSenders = 5
+
 // runOnPrem is the capture test on premises: hosts in an L2 lab of network
 // namespaces, each with keepalived (VRRPv3, adverts every 100 ms) and an
 // ipfence node capturing the lab's address by proxy-ARP under
@@ -71,12 +76,21 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	}
 	obsCtx, stopObs := context.WithCancel(context.Background())
 	defer stopObs()
+	// Requests from spare addresses in turn tie each reply to the round
+	// it answers: a host's reply delayed past its round (a loaded
+	// machine) then counts for that round, not beside the next holder's
+	// in the next one as a split brain nobody had.
+	senders, err := c.lab.SpareAddresses(observeSenders)
+	if err != nil {
+		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting the ARP observer: %w", err)
+	}
 	err = c.lab.Do(c.lab.Observer(), func() error {
 		var err error
 		// The observer's offsets count from its start, taken as it
 		// starts: within microseconds of this reading.
 		rec.startMono = monotime.Now()
-		ob, err = arpwatch.Observe(obsCtx, c.lab.LANDevice(), []netip.Addr{c.lab.Address()}, arpwatch.ObserveOptions{Interval: observeInterval})
+		ob, err = arpwatch.Observe(obsCtx, c.lab.LANDevice(), []netip.Addr{c.lab.Address()},
+			arpwatch.ObserveOptions{Interval: observeInterval, Senders: senders})
 		return err
 	})
 	if err != nil {
