@@ -271,17 +271,19 @@ func mustModel(name string) model.Model {
 // system settles.
 func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Choices, kinds []string) gen.Generator {
 	main := o.TimeLimit - recovery(o.TimeLimit)
-	clients := gen.Any(
-		gen.Stagger(o.Seed, 20*time.Millisecond, gen.Fn(o.Seed+1, func(_ gen.Context, r *gen.Rand) gen.Op {
-			if r.IntN(20) == 0 {
-				return gen.F("status", nil)
-			}
-			return gen.F("read", map[string]any{"address": addrs[r.IntN(len(addrs))].String()})
-		})),
-		flaps(o.Seed+2, nodes),
-	)
+	clients := gen.Stagger(o.Seed, 20*time.Millisecond, gen.Fn(o.Seed+1, func(_ gen.Context, r *gen.Rand) gen.Op {
+		if r.IntN(20) == 0 {
+			return gen.F("status", nil)
+		}
+		return gen.F("read", map[string]any{"address": addrs[r.IntN(len(addrs))].String()})
+	}))
+	// The flaps and the nemesis sit outside the client and nemesis
+	// routes, which pass on only their own threads' events: the flaps
+	// hear the faults, and the faults hear the reads. The flaps hand
+	// their ops to client threads themselves.
 	phases := []gen.Generator{
-		gen.TimeLimit(main, gen.Any(gen.Clients(clients), gen.Nemesis(nemesis.Schedule(o.Seed+3, choices, faultQuiet, faultActive)))),
+		gen.TimeLimit(main, gen.Any(gen.Clients(clients), flaps(o.Seed+2, nodes),
+			targetHolder(gen.Nemesis(nemesis.Schedule(o.Seed+3, choices, faultQuiet, faultActive))))),
 	}
 	var undrains []gen.Generator
 	for _, n := range nodes {
@@ -299,13 +301,23 @@ func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Cho
 // flap drains a node, then undrains it flapBack later, every flapEvery:
 // the holder the latest completed read saw, or, before any read saw one,
 // a node drawn from the seed.
+//
+// A flap never drains a node that a kill, pause or isolation has taken
+// out: the drain would move its addresses at once, and the failover
+// measured would be the drain's, not the detection's. It waits until the
+// fault ends or the reads find another holder (the detection's move),
+// and then drains that one.
 type flap struct {
 	r      gen.Rand
 	nodes  []string
 	at     time.Duration // next op due; <0 before the first ask
 	undo   string        // the node to undrain next; "" to drain one
 	holder string        // the node the latest read found holding an address
+	out    string        // the node a running kill, pause or isolation took out
 }
+
+// flapRecheck is how often a flap held back by a fault looks again.
+const flapRecheck = 100 * time.Millisecond
 
 func flaps(seed uint64, nodes []string) gen.Generator {
 	return &flap{r: gen.NewRand(seed), nodes: nodes, at: -1}
@@ -336,10 +348,15 @@ func (f *flap) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
 		n.undo = ""
 		n.at = ctx.Time + flapEvery - flapBack
 	} else {
-		node := f.nodes[n.r.IntN(len(f.nodes))]
+		drawn := n.r
+		node := f.nodes[drawn.IntN(len(f.nodes))]
 		if slices.Contains(f.nodes, f.holder) {
 			node = f.holder
 		}
+		if node == f.out {
+			return gen.Op{Time: ctx.Time + flapRecheck}, f, gen.Pending
+		}
+		n.r = drawn
 		op = gen.F("drain", map[string]any{"node": node})
 		n.undo = node
 		n.at = ctx.Time + flapBack
@@ -348,8 +365,24 @@ func (f *flap) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
 	return op, &n, gen.Ready
 }
 
-// Update notes the holder each completed read found.
+// Update notes the holder each completed read found, and the node a
+// kill, pause or isolation takes out while it runs.
 func (f *flap) Update(_ gen.Context, ev gen.Event) gen.Generator {
+	if ev.Thread == gen.NemesisThread && ev.Kind == gen.Invoked {
+		out := f.out
+		switch v, _ := ev.Value.(map[string]any); {
+		case ev.F == "start-kill" || ev.F == "start-pause" || ev.F == "start-partition" && v["shape"] == "isolate":
+			out, _ = v["node"].(string)
+		case strings.HasPrefix(ev.F, "stop-"):
+			out = ""
+		}
+		if out == f.out {
+			return f
+		}
+		n := *f
+		n.out = out
+		return &n
+	}
 	if ev.Kind != gen.Completed || ev.F != "read" {
 		return f
 	}
