@@ -22,7 +22,8 @@
 // observer treats it as on-link and ARPs for it, and only a host that
 // proxy-answers that ARP and routes the address towards its workload makes
 // it reachable. A fresh lab has neither: the hosts have no route to the
-// address until a driver acquires it.
+// address until a driver acquires it. The LAN's addresses .201 to .253 stay
+// unused, for an ARP observer to send its requests from (SpareAddresses).
 //
 // Everything needs root and the programs ip (iproute2) and nft (nftables).
 package l2lab

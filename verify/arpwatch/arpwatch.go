@@ -8,8 +8,11 @@
 // Probe asks a few times and returns who answered. Observe keeps asking, in
 // rounds, for a set of addresses and records, through a Tally, how the set
 // of responders of each address evolved: the time with more than one
-// responder, and every change. Tally is the pure part (rounds in, a Report
-// out, no sockets and no clock) and can be fed from elsewhere.
+// responder, and every change. With ObserveOptions.Senders each round's
+// requests come from an address of their own, which the replies name, so
+// that a reply is counted for the round it answers rather than the one it
+// arrives in. Tally is the pure part (rounds in, a Report out, no sockets
+// and no clock) and can be fed from elsewhere.
 //
 // Both use a packet socket on the interface, which needs CAP_NET_RAW, and
 // send requests from the interface's hardware address and, unless

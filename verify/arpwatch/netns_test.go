@@ -253,7 +253,9 @@ func TestObserver(t *testing.T) {
 // shows that the kernel answers requests from the spare addresses.
 func TestObserverLateHolder(t *testing.T) {
 	l := newLab(t)
-	const interval = 50 * time.Millisecond
+	// Rounds of 100 ms leave h1's replies, 150 ms after each request, a
+	// margin of 50 ms before they are too late even to be credited.
+	const interval = 100 * time.Millisecond
 	for _, h := range l.Hosts() {
 		err := l.Do(h, func() error {
 			for _, k := range []string{"conf/all/rp_filter", "conf/eth0/rp_filter", "conf/all/arp_filter", "conf/eth0/arp_filter"} {
