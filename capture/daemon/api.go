@@ -267,6 +267,18 @@ func (d *Daemon) handleIntent(kind federation.Kind) http.HandlerFunc {
 			writeError(w, http.StatusNotFound, "no node %q in the cluster (nodes: %s)", node, strings.Join(d.fed.Nodes(), ", "))
 			return
 		}
+		// A node cut off from the majority refuses intents: its event
+		// would be ordered by Lamport time against any sent meanwhile to
+		// a node of the majority, whose clock runs ahead with that side's
+		// events, so an undrain sent here after a drain sent there would
+		// answer 200 and lose at the heal. Seen in the capture test: an
+		// undrain through an isolated node left its subject drained for
+		// 34 s. Refused, the operator knows to send it elsewhere.
+		if window := d.cfg.Timing.HeartbeatTTL + d.cfg.Timing.PromotionHold; !d.fed.InContact(window) {
+			d.log.Warn("operator intent refused", "kind", kind, "member", node, "why", errOutOfContact)
+			writeError(w, http.StatusServiceUnavailable, "%s %s: this node is %v, so the intent could lose to one sent meanwhile to a node of the majority; send it to a node in contact, or retry once this one is", kind, node, errOutOfContact)
+			return
+		}
 		e, err := d.fed.Emit(kind, node, nil)
 		if err != nil {
 			d.noteWrite(string(kind)+" "+node, err)

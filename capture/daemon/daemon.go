@@ -467,6 +467,15 @@ func (d *Daemon) ready() func() error {
 		if time.Since(start) > window {
 			return errPassTooLong
 		}
+		// The peers judge this node by its heartbeats they hold, not by
+		// when this pass began: a pass that began a heartbeat interval
+		// after the last one that reached them could still act when they
+		// found it stale (TestClusterPausedInsideAcquireIsFenced: n1
+		// stopped 0.58 s, inside the 0.6 s window from its pass's start,
+		// and its stale assign landed after the others' newer one).
+		if err := d.fed.Covered(start); err != nil {
+			return err
+		}
 		// Against the federation's record as it is now, at every ask,
 		// never a result kept from earlier in the pass: peers' news of
 		// newer epochs that came in since (as right after a pause) must

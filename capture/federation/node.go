@@ -142,8 +142,15 @@ type Node struct {
 	// lastBatch is when a batch from each peer last arrived, on this
 	// process's monotonic clock (see InContact).
 	lastBatch map[string]time.Time
-	live      map[string]MemberState
-	stats     map[string]*PeerStats
+	// hbAt is when each of this node's recent heartbeats was made, by
+	// seq, on the monotonic clock; heardBy is, for each peer, when the
+	// newest of them it acknowledged was made; gapAt is the last time the
+	// cover heardBy gives ran out and came back (see Covered).
+	hbAt    map[uint64]time.Time
+	heardBy map[string]time.Time
+	gapAt   time.Time
+	live    map[string]MemberState
+	stats   map[string]*PeerStats
 	// refused counts events refused at the door, by reason; logged counts
 	// the refusals logged, so that a flood does not flood the log.
 	refused map[string]uint64
@@ -190,7 +197,8 @@ func Open(cfg Config) (*Node, error) {
 		cfg.Heartbeat = 500 * time.Millisecond
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, state: NewState(), outbox: map[string]map[string]bool{},
-		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{}, stats: map[string]*PeerStats{},
+		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{},
+		hbAt: map[uint64]time.Time{}, heardBy: map[string]time.Time{}, stats: map[string]*PeerStats{},
 		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -423,6 +431,21 @@ func (n *Node) EmitMany(kind Kind, subjects []string, fill func(int, *Event)) ([
 	if err == nil && kind == Heartbeat && n.first == 0 {
 		n.first = events[0].Time
 	}
+	if err == nil && kind == Heartbeat {
+		now := time.Now()
+		for _, e := range events {
+			n.hbAt[e.Seq] = now
+		}
+		// Only the newest few matter: an acknowledgement is of a batch
+		// sent within a delivery timeout.
+		if len(n.hbAt) > maxHeartbeatsKept {
+			for seq, at := range n.hbAt {
+				if now.Sub(at) > time.Minute {
+					delete(n.hbAt, seq)
+				}
+			}
+		}
+	}
 	n.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -619,6 +642,78 @@ func (n *Node) InContact(window time.Duration) bool {
 		}
 	}
 	return heard >= len(n.nodes)/2+1
+}
+
+// coverWindow is how long the peers wait before they find a silent node
+// stale.
+func (n *Node) coverWindow() time.Duration { return n.cfg.Timing.TTL + n.cfg.Timing.PromotionHold }
+
+// maxHeartbeatsKept bounds hbAt before old entries are swept.
+const maxHeartbeatsKept = 256
+
+// ErrUncovered is Covered's error: the peers may have found this node
+// stale since the time asked about.
+var ErrUncovered = errors.New("not heard by a majority of the cluster within the contact window")
+
+// cover is the time up to which the peers' acknowledgements show this
+// node fresh to a majority: a majority, this node included, holds a
+// heartbeat of it made at cover or later. Zero if no majority does.
+func (n *Node) cover() time.Time {
+	need := len(n.nodes)/2 + 1 - 1 // peers, besides this node
+	if need <= 0 {
+		return time.Now()
+	}
+	ts := make([]time.Time, 0, len(n.heardBy))
+	for _, t := range n.heardBy {
+		ts = append(ts, t)
+	}
+	if len(ts) < need {
+		return time.Time{}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return b.Compare(a) })
+	return ts[need-1]
+}
+
+// coverLocked records that peer acknowledged a heartbeat made at at, and
+// notes a gap when the cover had run out before it came back.
+func (n *Node) coverLocked(peer string, at time.Time) {
+	before := n.cover()
+	n.heardBy[peer] = at
+	if window := n.coverWindow(); window > 0 && !n.cover().Equal(before) && (before.IsZero() || time.Since(before) >= window) {
+		n.gapAt = time.Now()
+	}
+}
+
+// Covered reports whether the peers cannot have found this node stale
+// since start: a majority acknowledged heartbeats of it made within
+// window of every moment from start until now. The peers judge a node by
+// the heartbeats they hold of it, made before they were sent, so the
+// measure starts at the making of the newest one a majority acknowledged,
+// not when the ask is made: a pass that began after a heartbeat and went
+// on for the window was still acting when the peers, a window after that
+// heartbeat, found the node stale and moved its lines. A cover that ran
+// out in between (the process stopped, or cut off, and heard again) fails
+// every pass that began before it came back. The window is the time the
+// peers wait before they find a silent node stale, Timing's TTL plus
+// promotion hold (with neither set, every start is covered); measured on
+// this process's monotonic clock.
+func (n *Node) Covered(start time.Time) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	window := n.coverWindow()
+	if window <= 0 {
+		return nil
+	}
+	c := n.cover()
+	switch {
+	case c.IsZero():
+		return ErrUncovered
+	case time.Since(c) >= window:
+		return fmt.Errorf("%w: the newest heartbeat a majority holds was made %s ago", ErrUncovered, time.Since(c).Round(time.Millisecond))
+	case !n.gapAt.IsZero() && !start.After(n.gapAt):
+		return fmt.Errorf("%w: the cover ran out after this pass began (%s ago) and came back %s ago", ErrUncovered, time.Since(start).Round(time.Millisecond), time.Since(n.gapAt).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // Handler serves the federation endpoints: POST a Batch to Path and get
@@ -921,6 +1016,13 @@ func (n *Node) deliver(ctx context.Context, p Peer) (int, error) {
 	}
 	st.Delivered += uint64(len(b.Events))
 	st.LastDelivered = n.cfg.Clock()
+	for _, e := range b.Events {
+		if e.Kind == Heartbeat && e.Origin == n.cfg.Node {
+			if at, ok := n.hbAt[e.Seq]; ok && at.After(n.heardBy[p.Name]) {
+				n.coverLocked(p.Name, at)
+			}
+		}
+	}
 	var done [][]byte
 	epochAcked := false
 	for _, e := range b.Events {

@@ -60,7 +60,9 @@ func TestFaultsTakeOutTheHolder(t *testing.T) {
 // while the fault runs: it waits, and drains the holder the reads find
 // next, or the same node once the fault has stopped.
 func TestFlapsSpareATakenOutNode(t *testing.T) {
-	ctx := func(at time.Duration) gen.Context { return gen.Context{Time: at, Threads: 2, Free: []int{gen.NemesisThread, 0, 1}} }
+	ctx := func(at time.Duration) gen.Context {
+		return gen.Context{Time: at, Threads: 2, Free: []int{gen.NemesisThread, 0, 1}}
+	}
 	read := func(g gen.Generator, holder string) gen.Generator {
 		return g.Update(ctx(0), gen.Event{Kind: gen.Completed, Thread: 0, F: "read", Value: map[string]any{"address": "10.0.1.10", "holder": holder}})
 	}
