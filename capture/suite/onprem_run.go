@@ -194,6 +194,10 @@ func responders(r arpwatch.Report, c *onprem) checker.Result {
 	fields := map[string]any{
 		"dual_responder_ms": a.DualResponder.Milliseconds(), "no_responder_ms": none.Milliseconds(),
 		"rounds": a.Rounds, "observed_s": a.Observed.Seconds(), "changes": len(a.Changes),
+		// Replies credited to the round they answered after it ended, and
+		// replies that answered neither open round (dropped): how slow the
+		// machine was, beside a verdict the tying keeps honest.
+		"late_replies": a.LateReplies, "unmatched_replies": a.UnmatchedReplies,
 	}
 	if len(episodes) > 0 {
 		fields["dual_responder_episodes"] = episodes

@@ -332,6 +332,13 @@ func TestCaptureOnPrem(t *testing.T) {
 			sh := cs["single-holder"]
 			t.Logf("%v: %v, %d ops; single holder %v %v; convergence %v", c.nemesis, out.Verdict, out.Ops, sh.Valid, sh.Fields, cs["convergence"].Fields)
 			dual := sh.Fields["dual_responder_ms"].(int64)
+			// The observer ties replies to rounds: its counts of late and
+			// unmatched replies are reported beside the verdict.
+			late, lok := sh.Fields["late_replies"].(int)
+			unmatched, uok := sh.Fields["unmatched_replies"].(int)
+			if !lok || !uok || late < 0 || unmatched < 0 || unmatched > sh.Fields["rounds"].(int) {
+				t.Fatalf("single-holder fields %v: want late_replies and unmatched_replies counts", sh.Fields)
+			}
 			if c.valid {
 				if out.Verdict != linear.True || dual != 0 {
 					t.Fatalf("verdict %v, dual-responder time %d ms", out.Verdict, dual)
