@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -20,6 +21,13 @@ type Azure struct {
 	SubscriptionID string
 	// ResourceGroup holds the members' NICs (required).
 	ResourceGroup string
+	// AuthorityHost is the Microsoft Entra ID authority tokens come
+	// from, an https URL such as https://login.microsoftonline.us/ for a
+	// sovereign cloud; empty means the chain's (AZURE_AUTHORITY_HOST, else
+	// the public cloud's). Setting it turns instance discovery off, so a
+	// host Microsoft does not know (a disconnected cloud's) is never
+	// vouched for at login.microsoftonline.com.
+	AuthorityHost string
 }
 
 // azureSecretKeys are keys that would put a credential in the file,
@@ -61,6 +69,22 @@ func checkResourceGroup(s string) string {
 	return ""
 }
 
+// checkAuthorityHost says what is wrong with an authority host, or "":
+// azidentity accepts only https, and MSAL puts the tenant after the host,
+// so a path, query or fragment would end up in every token request.
+func checkAuthorityHost(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Scheme != "https" || u.Host == "" || u.Hostname() == "":
+		return "is not an https URL with a host, such as https://login.microsoftonline.us/"
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return "must be only https://host[:port]/, without user, query or fragment"
+	case u.Path != "" && u.Path != "/":
+		return "must have no path: the tenant is put after the host"
+	}
+	return ""
+}
+
 // azure checks the provider's azure mapping: required for type azure,
 // refused with any other type.
 func (p *parser) azure(ps *section, field, typ string) Azure {
@@ -91,7 +115,7 @@ func (p *parser) azure(ps *section, field, typ string) Azure {
 		}
 		v = &kept
 	}
-	as := p.fields(v, af, ps.keys["azure"].Line, "subscription", "resource_group")
+	as := p.fields(v, af, ps.keys["azure"].Line, "subscription", "resource_group", "authority_host")
 	if as == nil {
 		return a
 	}
@@ -106,6 +130,12 @@ func (p *parser) azure(ps *section, field, typ string) Azure {
 			p.fail(rn, child(af, "resource_group"), "%q %s", rg, msg)
 		}
 		a.ResourceGroup = rg
+	}
+	if ah, an := as.text(p, "authority_host", false); an != nil {
+		if msg := checkAuthorityHost(ah); msg != "" {
+			p.fail(an, child(af, "authority_host"), "%q %s", ah, msg)
+		}
+		a.AuthorityHost = ah
 	}
 	return a
 }

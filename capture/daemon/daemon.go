@@ -240,6 +240,7 @@ func providers(ctx context.Context, cfg *config.Node, log *slog.Logger) (map[str
 			// the file never holds one (config refuses it).
 			drv, err := azure.New(azure.Options{
 				SubscriptionID: p.Azure.SubscriptionID, ResourceGroup: p.Azure.ResourceGroup, Endpoint: p.Endpoint,
+				AuthorityHost: p.Azure.AuthorityHost,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", name, err)

@@ -96,6 +96,14 @@ type Options struct {
 	Credential azcore.TokenCredential
 	// Cloud is the Azure cloud; the zero value means the public one.
 	Cloud cloud.Configuration
+	// AuthorityHost, when set, is the Microsoft Entra ID authority the
+	// default chain gets tokens from (https), instead of Cloud's or
+	// AZURE_AUTHORITY_HOST: a sovereign or disconnected cloud's, or the
+	// simulator's. The chain's instance discovery is then off: MSAL
+	// skips it for the hosts Microsoft knows anyway, and for any other it
+	// would ask login.microsoftonline.com to vouch for the host, a request
+	// a disconnected cloud (and a test) must never send.
+	AuthorityHost string
 	// Endpoint overrides the cloud's Resource Manager endpoint, such as
 	// the simulator's URL. ARM needs https for a bearer token.
 	Endpoint string
@@ -140,7 +148,15 @@ func New(o Options) (*Driver, error) {
 	}
 	cred := o.Credential
 	if cred == nil {
-		c, err := azidentity.NewDefaultAzureCredential(nil)
+		dopts := &azidentity.DefaultAzureCredentialOptions{}
+		// The chain's token requests go through the same transport as
+		// ARM's, so that a test's trust in the simulator covers both.
+		dopts.ClientOptions.Transport = o.Transport
+		if o.AuthorityHost != "" {
+			dopts.ClientOptions.Cloud = cloud.Configuration{ActiveDirectoryAuthorityHost: o.AuthorityHost}
+			dopts.DisableInstanceDiscovery = true
+		}
+		c, err := azidentity.NewDefaultAzureCredential(dopts)
 		if err != nil {
 			return nil, fmt.Errorf("azure: credentials from the default chain: %w", err)
 		}

@@ -22,6 +22,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.State())
 	case "GET /admin/mutations":
 		writeJSON(w, http.StatusOK, s.Mutations())
+	case "GET /admin/identity":
+		writeJSON(w, http.StatusOK, s.Identity())
 	case "GET /admin/faults":
 		writeJSON(w, http.StatusOK, s.Faults())
 	case "PUT /admin/faults":

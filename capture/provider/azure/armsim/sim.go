@@ -159,6 +159,14 @@ type Server struct {
 	resume chan struct{}
 	// waiting counts the calls held by a pause.
 	waiting atomic.Int64
+
+	// The identity endpoint's record (identity.go): its requests, the
+	// tokens it issued (by client id), and the ARM calls with and
+	// without one of them.
+	idLog     []IdentityRequest
+	tokens    map[string]string
+	armIssued atomic.Uint64
+	armOther  atomic.Uint64
 }
 
 // nic is a NIC as ARM holds it after the last accepted PUT.
@@ -447,9 +455,16 @@ func (n *nic) sortedSecondary() []netip.Addr {
 //	POST /admin/pause      make ARM calls wait until resumed
 //	POST /admin/resume     let them go on
 //	POST /admin/reset      clear the faults, resume and flush
+//	GET  /admin/identity   the identity endpoint's record: IdentityLog
+//
+// and the identity endpoint (identity.go) under /{tenant}/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/admin/") {
 		s.serveAdmin(w, r)
+		return
+	}
+	if tenant, rest, ok := identityRoute(r.URL.Path); ok {
+		s.serveIdentity(w, r, tenant, rest)
 		return
 	}
 	s.serveARM(w, r)
