@@ -2,20 +2,30 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 )
 
 // shutdownGrace bounds how long cloudsim waits for calls in flight after a
@@ -23,8 +33,10 @@ import (
 const shutdownGrace = 5 * time.Second
 
 func runCloudsim(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("cloudsim", "cloudsim [--listen ADDR] --nics ID,ID,... [--subnet CIDR] [--state DIR] [--seed N]", stderr)
-	listen := fs.String("listen", "127.0.0.1:0", "address to serve the EC2 Query API and the admin API on (port 0: any free port)")
+	fs, level := flagSet("cloudsim", "cloudsim [--dialect ec2|arm] [--listen ADDR] --nics ID,ID,... [--subnet CIDR] [--state DIR] [--seed N] [--cert FILE]", stderr)
+	dialect := fs.String("dialect", "ec2", "API to serve: ec2 (the EC2 Query API over http), or arm (Azure Resource Manager's NIC API\nand a Microsoft Entra ID token endpoint, over https with a self-signed certificate)")
+	certFile := fs.String("cert", "", "arm: file to write the certificate (PEM) to, for clients to trust (default: a new\ntemporary file, removed on exit); its path is the second line on stdout")
+	listen := fs.String("listen", "127.0.0.1:0", "address to serve the simulated API and the admin API on (port 0: any free port)")
 	nics := fs.String("nics", "", "comma-separated NIC ids, such as eni-a,eni-b,eni-c\n(may be left out when --state holds a saved model)")
 	subnet := fs.String("subnet", "", "IPv4 subnet of the NICs, /16 to /28 (default 10.0.0.0/24, or the saved model's)")
 	stateDir := fs.String("state", "", "directory to save the model in after every change, and to load it from on start")
@@ -39,6 +51,19 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) > 0 {
 		return usageErr("unexpected argument %q", pos[0])
+	}
+	switch *dialect {
+	case "ec2":
+		if *certFile != "" {
+			return usageErr("--cert: only for --dialect arm (the ec2 dialect serves http)")
+		}
+	case "arm":
+		if *stateDir != "" {
+			return usageErr("--state: the arm dialect keeps its model in memory only")
+		}
+		return runARMSim(armFlags{listen: *listen, nics: *nics, subnet: *subnet, seed: *seed, cert: *certFile}, stdout, usageErr)
+	default:
+		return usageErr("--dialect: %q is neither ec2 nor arm", *dialect)
 	}
 	c := cloudsim.Config{StateDir: *stateDir, Seed: *seed, Logger: slog.Default()}
 	if *nics != "" {
@@ -92,4 +117,122 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 		slog.Warn("shutdown", "error", err)
 	}
 	return exitValid
+}
+
+// armFlags are the cloudsim flags the arm dialect reads.
+type armFlags struct {
+	listen, nics, subnet, cert string
+	seed                       uint64
+}
+
+// runARMSim serves armsim over TLS: ARM's bearer tokens need https, and
+// so does azidentity's authority host, which is the simulator too. The
+// certificate is made at start for the loopback names and written where
+// clients can trust it (SSL_CERT_FILE).
+func runARMSim(f armFlags, stdout io.Writer, usageErr func(string, ...any) int) int {
+	c := armsim.Config{Seed: f.seed, Logger: slog.Default()}
+	if f.nics == "" {
+		return usageErr("--nics: the arm dialect needs the NIC names, such as nic-a,nic-b")
+	}
+	c.NICs = strings.Split(f.nics, ",")
+	if f.subnet != "" {
+		p, err := netip.ParsePrefix(f.subnet)
+		if err != nil {
+			return usageErr("--subnet: %q is not a prefix such as 10.0.0.0/24", f.subnet)
+		}
+		c.Subnet = p
+	}
+	sim, err := armsim.New(c)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return usageErr("--listen: %v", err)
+	}
+	defer ln.Close()
+	cert, der, err := selfSigned(ln.Addr())
+	if err != nil {
+		return usageErr("certificate: %v", err)
+	}
+	path := f.cert
+	if path == "" {
+		dir, err := os.MkdirTemp("", "ipfence-armsim-")
+		if err != nil {
+			return usageErr("certificate: %v", err)
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "cert.pem")
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return usageErr("--cert: %v", err)
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := &http.Server{
+		Handler: sim,
+		// As the EC2 dialect's: calls held by a pause or a latency end
+		// with the signal.
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	// The first line is the URL, as the EC2 dialect's; the second the
+	// certificate to trust.
+	fmt.Fprintf(stdout, "listening on https://%s\ncertificate %s\n", ln.Addr(), path)
+	slog.Info("cloudsim ready", "dialect", "arm", "address", ln.Addr().String(), "nics", len(c.NICs),
+		"subscription", sim.SubscriptionID(), "resource_group", sim.ResourceGroup(), "certificate", path, "seed", f.seed)
+
+	select {
+	case err := <-served:
+		return usageErr("serving: %v", err)
+	case <-ctx.Done():
+	}
+	slog.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		slog.Warn("shutdown", "error", err)
+	}
+	return exitValid
+}
+
+// selfSigned makes a certificate for the listener's address and the
+// loopback names, valid for a week (a simulator lives as long as a test
+// run), self-signed so that it is its own root.
+func selfSigned(addr net.Addr) (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if ta, ok := addr.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() && !ta.IP.IsLoopback() {
+		ips = append(ips, ta.IP)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "ipfence cloudsim arm"},
+		NotBefore:    now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+		DNSNames: []string{"localhost"}, IPAddresses: ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, der, nil
 }
