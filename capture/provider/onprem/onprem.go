@@ -88,6 +88,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 )
@@ -127,6 +128,15 @@ type Options struct {
 	// GARPInterval spaces the GARPs of one burst; zero sends them back to
 	// back, as keepalived does by default.
 	GARPInterval time.Duration
+	// StillHolder, when set, is asked before each frame of the second
+	// burst, which goes out GARPRepeatAfter after the Assign that made
+	// it, long after that call's own readiness check: nil means this
+	// host still holds addr at the epoch of that Assign and may announce
+	// it. An error withholds the rest of the burst: a host whose line
+	// moved on (another captured the address while this one was paused
+	// or cut off, and its release has not run yet) must not draw the
+	// LAN's traffic back. Nil sends the second burst as keepalived does.
+	StillHolder func(addr netip.Addr, epoch capture.Epoch) error
 	// Log receives a line per acquire and release; nil discards them.
 	Log *slog.Logger
 }
@@ -142,6 +152,7 @@ type Driver struct {
 	nextHop  netip.Addr
 	count    int
 	repeat   time.Duration
+	still    func(netip.Addr, capture.Epoch) error
 	interval time.Duration
 	log      *slog.Logger
 
@@ -185,6 +196,7 @@ func New(o Options) (*Driver, error) {
 		nextHop:  o.WorkloadNextHop,
 		count:    o.GARPCount,
 		repeat:   o.GARPRepeatAfter,
+		still:    o.StillHolder,
 		interval: o.GARPInterval,
 		log:      o.Log,
 		repeats:  map[netip.Addr]context.CancelFunc{},
@@ -360,6 +372,10 @@ func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool
 	}
 	if d.repeat > 0 {
 		rctx, cancel := context.WithCancel(context.Background())
+		if still := d.still; still != nil {
+			addr, epoch := req.Address, req.Epoch
+			rctx = gate.WithReady(rctx, func() error { return still(addr, epoch) })
+		}
 		d.repeats[req.Address] = cancel
 		d.wg.Add(1)
 		go d.repeatBurst(rctx, req.Address)
@@ -381,6 +397,8 @@ func (d *Driver) repeatBurst(ctx context.Context, addr netip.Addr) {
 	}
 	sent, err := d.burst(ctx, addr, &d.mu)
 	switch {
+	case errors.Is(err, gate.ErrNotReady) && ctx.Err() == nil:
+		d.log.Info("repeated gratuitous ARP withheld", "address", addr, "lan", d.lan, "sent", sent, "why", err)
 	case err != nil && ctx.Err() == nil:
 		d.log.Warn("repeated gratuitous ARP failed", "address", addr, "lan", d.lan, "sent", sent, "err", err)
 	case err == nil:
