@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -119,7 +120,7 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
 	var err error
-	if d.provs, err = providers(ctx, cfg, d.log); err != nil {
+	if d.provs, err = providers(ctx, cfg, d.log, d.stillHolder); err != nil {
 		return nil, err
 	}
 	// A state file that is absent or empty is a new one: with a
@@ -217,8 +218,10 @@ func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
 // now is the node's time input: the clock plus the test-only offset.
 func (d *Daemon) now() time.Time { return d.opts.Clock().Add(time.Duration(d.offset.Load())) }
 
-// providers builds the drivers the pools name.
-func providers(ctx context.Context, cfg *config.Node, log *slog.Logger) (map[string]provider.Provider, error) {
+// providers builds the drivers the pools name. still, when set, gives an
+// on-premises driver its check before a late announcement (see
+// onprem.Options.StillHolder).
+func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still func(provider string) func(netip.Addr, capture.Epoch) error) (map[string]provider.Provider, error) {
 	out := map[string]provider.Provider{}
 	for name, p := range cfg.Providers {
 		switch p.Type {
@@ -261,10 +264,14 @@ func providers(ctx context.Context, cfg *config.Node, log *slog.Logger) (map[str
 			if err != nil {
 				return nil, err
 			}
-			drv, err := onprem.New(onprem.Options{
+			o := onprem.Options{
 				LAN: lan, WorkloadDevice: p.OnPrem.WorkloadDevice, WorkloadNextHop: p.OnPrem.WorkloadNextHop,
 				GARPCount: p.OnPrem.GARPCount, GARPRepeatAfter: garpRepeat(p.OnPrem.GARPRepeatAfter), Log: log.With("provider", name),
-			})
+			}
+			if still != nil {
+				o.StillHolder = still(name)
+			}
+			drv, err := onprem.New(o)
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", name, err)
 			}
@@ -287,6 +294,38 @@ func providers(ctx context.Context, cfg *config.Node, log *slog.Logger) (map[str
 		}
 	}
 	return out, nil
+}
+
+// stillHolder is the on-premises driver's check before its second burst
+// of gratuitous ARPs, seconds after the Assign that made it: this node is
+// healthy, in contact with a majority and heard by one, and the epoch
+// record of the address is still this node's capture at that Assign's
+// epoch. A node paused or cut off while the others moved the line on
+// must not announce the address again before its release runs.
+func (d *Daemon) stillHolder(provider string) func(netip.Addr, capture.Epoch) error {
+	return func(addr netip.Addr, epoch capture.Epoch) error {
+		if err := d.unhealthy(); err != nil {
+			return err
+		}
+		if !d.fed.InContact(d.cfg.Timing.HeartbeatTTL + d.cfg.Timing.PromotionHold) {
+			return errOutOfContact
+		}
+		if err := d.fed.Covered(time.Now()); err != nil {
+			return err
+		}
+		recs := d.seen()
+		for _, p := range d.cfg.Pools {
+			if p.Provider != provider || !slices.Contains(p.Addresses, addr) {
+				continue
+			}
+			k := capture.Key{Pool: p.Name, Address: addr, Domain: p.Domain(d.cfg.Name)}
+			if r := recs[k]; r.Holder != d.cfg.Name || r.Epoch != epoch {
+				return fmt.Errorf("%s is at epoch %d held by %q, no longer this node's capture at epoch %d", k, r.Epoch, r.Holder, epoch)
+			}
+			return nil
+		}
+		return fmt.Errorf("%s is in no pool of provider %s", addr, provider)
+	}
 }
 
 // localTarget is this node's capture target in the pools of an
