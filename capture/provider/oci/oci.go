@@ -14,7 +14,10 @@
 // driver whose view went stale — a node paused between its look and its
 // send — changes nothing, and the call fails with ErrChanged rather than
 // trying again on a fresh look. That is a second wall behind the gate,
-// for the window between the driver's read and its write. A release is a
+// for the window between the driver's read and its write. (A private IP
+// deleted in that window, released by its holder, is made anew on the
+// VNIC by a create, which the cloud refuses with 409 when anyone took the
+// address since.) A release is a
 // DeletePrivateIp conditional the same way, so a release can never take
 // the address off a VNIC it moved to since the look. A node's own calls on
 // one address are serialized, so they never refuse each other.
@@ -41,6 +44,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/user"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -160,7 +166,7 @@ func New(o Options) (*Driver, error) {
 		case "", AuthConfigFile:
 			cp = common.DefaultConfigProvider()
 			if o.Profile != "" {
-				cp = common.CustomProfileConfigProvider("", o.Profile)
+				cp = common.CustomProfileConfigProvider(configFile(), o.Profile)
 			}
 		case AuthInstancePrincipal:
 			if cp, err = auth.InstancePrincipalConfigurationProvider(); err != nil {
@@ -198,6 +204,29 @@ func New(o Options) (*Driver, error) {
 		return back/2 + rand.N(back/2+1)
 	})
 	return d, nil
+}
+
+// configFile is the OCI config file the SDK's default chain reads:
+// ~/.oci/config when it exists, else the file OCI_CONFIG_FILE names when
+// that exists. CustomProfileConfigProvider given no path reads
+// ~/.oci/config alone, so a profile in the file OCI_CONFIG_FILE names
+// would not be found, where the DEFAULT profile of the same file is.
+func configFile() string {
+	home := os.Getenv("HOME")
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		// The SDK's choice of home, so that both find the same file.
+		home = u.HomeDir
+	}
+	def := filepath.Join(home, ".oci", "config")
+	if _, err := os.Stat(def); err == nil {
+		return def
+	}
+	if f := os.Getenv("OCI_CONFIG_FILE"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			return f
+		}
+	}
+	return def
 }
 
 // retryRead says whether a failed read is worth another attempt: throttled,
@@ -370,11 +399,12 @@ func vnicOf(p *core.PrivateIp) string {
 
 // Assign puts the address on the VNIC: CreatePrivateIp when no VNIC holds
 // it, UpdatePrivateIp naming the new VNIC (if-match on the ETag just read)
-// when another does and reassign is set. Then it reads until the change is
-// visible, or superseded (the private IP's ETag moved past the one the
-// write returned: someone changed it since), or the deadline passes; an
-// acknowledged change not yet visible at the deadline is still a success:
-// OCI finishes it.
+// when another does and reassign is set (CreatePrivateIp after all when
+// the holder deleted it meanwhile, see recreate). Then it reads until the
+// change is visible, or superseded (the private IP's ETag moved past the
+// one the write returned: someone changed it since), or the deadline
+// passes; an acknowledged change not yet visible at the deadline is still
+// a success: OCI finishes it.
 func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool) error {
 	unlock := d.lock(req.Address)
 	w, err := d.assign(ctx, req, reassign)
@@ -467,8 +497,8 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 			return written{}, err
 		}
 		if p == nil {
-			d.remember(req.Address, "")
-			return written{}, fmt.Errorf("oci: assign %s to %s: %w: it was deleted after it was found", req.Address, req.NIC, ErrChanged)
+			// Released between the list and the read: free, as below.
+			return d.recreate(ctx, req)
 		}
 		if from = vnicOf(p); from == req.NIC {
 			return written{noop: true}, nil
@@ -489,9 +519,26 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 		if _, verr := d.vnic(ctx, req.NIC); verr != nil {
 			return written{}, verr
 		}
-		return written{}, fmt.Errorf("oci: move %s to %s: %w: the private IP is gone", req.Address, req.NIC, ErrChanged)
+		return d.recreate(ctx, req)
 	}
 	return written{}, mapError("UpdatePrivateIp", err)
+}
+
+// recreate makes the address on the VNIC after its private IP was deleted
+// between the driver's look and its write: its holder released it. A look
+// that found the address free would make it the same way; the create is
+// conditional in its own way (409 when anyone made the address anew since)
+// and asks readiness again before it leaves. Failing until the next pass
+// instead left the address on no VNIC for over a second in drains whose old
+// holder released before the move landed (TestOCIClusterDrainAndFailover,
+// deprovision hold 0).
+func (d *Driver) recreate(ctx context.Context, req provider.Request) (written, error) {
+	d.remember(req.Address, "")
+	w, err := d.create(ctx, req)
+	if err == nil {
+		d.remember(req.Address, w.id)
+	}
+	return w, err
 }
 
 func (d *Driver) create(ctx context.Context, req provider.Request) (written, error) {

@@ -191,6 +191,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // the lock with the clock frozen.
 func (s *Server) serve(op string, f func(*call) (answer, *apiError)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		s.calls[op].Add(1)
 		id := fmt.Sprintf("%032X", s.requests.Add(1))
 		w.Header().Set("opc-request-id", id)
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))

@@ -181,6 +181,9 @@ type Server struct {
 	mux      *http.ServeMux
 	requests atomic.Uint64
 	waiting  atomic.Int64
+	// calls counts the API calls by operation; the map is made whole in
+	// New and only its counters change, so it is read without mu.
+	calls map[string]*atomic.Uint64
 
 	mu sync.Mutex
 	// now is the instant of the call in progress: the memory provider's
@@ -235,7 +238,10 @@ func New(c Config) (*Server, error) {
 	s := &Server{
 		subnet: subnet, subnetID: c.SubnetID, keys: c.Keys, clock: c.Clock, seed: c.Seed,
 		vnics: map[string]*vnicState{}, ips: map[netip.Addr]*PrivateIP{}, byID: map[string]*PrivateIP{},
-		tokens: map[string]*retried{},
+		tokens: map[string]*retried{}, calls: map[string]*atomic.Uint64{},
+	}
+	for _, op := range operations {
+		s.calls[op] = new(atomic.Uint64)
 	}
 	if s.clock == nil {
 		s.clock = time.Now
@@ -377,6 +383,19 @@ func (s *Server) Holder(a netip.Addr) string {
 	defer s.mu.Unlock()
 	s.now = s.clock()
 	return s.p.Holder(a)
+}
+
+// Calls counts the API calls the simulator received since it was made,
+// by operation (OpGetPrivateIp, …): every call that reached an
+// operation's route, answered, refused or failed on purpose, so that a
+// test can tell what a move costs in calls, reads included, which the
+// record of mutations does not show.
+func (s *Server) Calls() map[string]uint64 {
+	out := make(map[string]uint64, len(s.calls))
+	for op, n := range s.calls {
+		out[op] = n.Load()
+	}
+	return out
 }
 
 // Faults returns the faults in force.

@@ -647,3 +647,41 @@ func TestAdminAndLatency(t *testing.T) {
 		t.Fatalf("state: %d %s", st, body)
 	}
 }
+
+// Calls counts every call by operation, the answered, the refused and the
+// unsigned alike, and nothing for the admin API.
+func TestCalls(t *testing.T) {
+	s := newSDK(t, ocisim.Config{VNICs: []string{"vnic-a", "vnic-b"}})
+	ip, err := s.create(t, "vnic-a", "10.0.0.10", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.move(t, str(ip.Id), "vnic-b", str(ip.Etag)); err != nil {
+		t.Fatal(err)
+	}
+	// A stale ETag: refused with 412, counted all the same.
+	if _, err := s.move(t, str(ip.Id), "vnic-a", str(ip.Etag)); code(err) != "412 NoEtagMatch" {
+		t.Fatalf("a move at a stale ETag: %v", err)
+	}
+	s.list(t, "10.0.0.10")
+	s.list(t, "10.0.0.11")
+	if st, _ := raw(t, s.srv, http.MethodGet, ocisim.BasePath+"/vnics/vnic-a", nil, ""); st != http.StatusUnauthorized {
+		t.Fatalf("an unsigned GetVnic: %d", st)
+	}
+	if st, _ := raw(t, s.srv, http.MethodGet, "/admin/state", nil, ""); st != http.StatusOK {
+		t.Fatalf("admin state: %d", st)
+	}
+	want := map[string]uint64{
+		ocisim.OpCreatePrivateIp: 1, ocisim.OpUpdatePrivateIp: 2, ocisim.OpListPrivateIps: 2, ocisim.OpGetVnic: 1,
+		ocisim.OpGetPrivateIp: 0, ocisim.OpDeletePrivateIp: 0, ocisim.OpUpdateVnic: 0,
+	}
+	got := s.sim.Calls()
+	if len(got) != len(want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+	for op, n := range want {
+		if got[op] != n {
+			t.Errorf("%s: %d calls, want %d (all: %v)", op, got[op], n, got)
+		}
+	}
+}
