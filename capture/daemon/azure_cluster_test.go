@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -23,6 +25,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/internal/loopback"
+	"github.com/ipfence/ipfence/internal/testenv"
 )
 
 // azTenant is the tenant the nodes' EnvironmentCredential names.
@@ -270,6 +273,9 @@ func TestAzureClusterDrainAndKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	if os.Getenv(loopbackOnlyEnv) != "" {
+		assertLoopbackOnly(t)
+	}
 	c := startAzureCluster(t, settings{nodes: 3, addresses: 4})
 	took := c.waitAllOn("eni-n1", generous)
 	t.Logf("n1 holds the %d addresses %v after the cluster synced", len(c.addrs), took)
@@ -322,4 +328,70 @@ func TestAzureClusterDrainAndKill(t *testing.T) {
 		t.Fatalf("requests tried to leave loopback (refused by the test's proxy): %v", away)
 	}
 	t.Logf("%d mutations; %d identity requests; %d ARM calls with the simulator's tokens", len(ms), len(id.Requests), id.ARMWithIssued)
+}
+
+// loopbackOnlyEnv marks the run of TestAzureClusterDrainAndKill that
+// TestAzureClusterLoopbackOnly starts in a network namespace of its own.
+const loopbackOnlyEnv = "IPFENCE_TEST_LOOPBACK_ONLY"
+
+// assertLoopbackOnly checks that this process has no way off the
+// machine: loopback is its only interface, and a connection to a
+// documentation address fails at once for want of a route.
+func assertLoopbackOnly(t *testing.T) {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, i := range ifs {
+		names = append(names, i.Name)
+	}
+	if len(names) != 1 || names[0] != "lo" {
+		t.Fatalf("%s is set but the interfaces are %v", loopbackOnlyEnv, names)
+	}
+	if _, err := net.DialTimeout("tcp", "192.0.2.1:443", time.Second); !errors.Is(err, syscall.ENETUNREACH) {
+		t.Fatalf("a connection off the machine: %v, want network unreachable", err)
+	}
+	t.Logf("loopback only: interfaces %v, no route off the machine", names)
+}
+
+// The cluster test again, in a network namespace with only loopback
+// (unshare --net), so that any request the nodes, the simulator or the
+// SDK would send off the machine cannot leave it even without the proxy:
+// the run passes there exactly as here.
+func TestAzureClusterLoopbackOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	if os.Getenv(loopbackOnlyEnv) != "" {
+		t.Skip("already inside the namespace")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testenv.Missing(t, "unshare (util-linux), to run the cluster in a network namespace of its own")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		testenv.Missing(t, "ip (iproute2), to bring up loopback in the namespace")
+	}
+	if out, err := exec.Command(unshare, "--net", "true").CombinedOutput(); err != nil {
+		testenv.Missing(t, "the right to create a network namespace (unshare --net: %v %s)", err, bytes.TrimSpace(out))
+	}
+	cmd := exec.Command(unshare, "--net", "--", "sh", "-c", `ip link set lo up && exec "$@"`, "sh",
+		os.Args[0], "-test.run", "^TestAzureClusterDrainAndKill$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), loopbackOnlyEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the cluster test in a loopback-only namespace: %v\n%s", err, tail(string(out), 6000))
+	}
+	for _, want := range []string{"loopback only: interfaces [lo], no route off the machine", "--- PASS: TestAzureClusterDrainAndKill"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("the namespaced run does not say %q:\n%s", want, tail(string(out), 6000))
+		}
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "azure_cluster_test.go") {
+			t.Log("namespaced: " + strings.TrimSpace(l))
+		}
+	}
 }
