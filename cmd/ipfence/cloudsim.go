@@ -38,7 +38,7 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	certFile := fs.String("cert", "", "arm: file to write the certificate (PEM) to, for clients to trust (default: a new\ntemporary file, removed on exit); its path is the second line on stdout")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve the simulated API and the admin API on (port 0: any free port)")
 	nics := fs.String("nics", "", "comma-separated NIC ids, such as eni-a,eni-b,eni-c\n(may be left out when --state holds a saved model)")
-	subnet := fs.String("subnet", "", "IPv4 subnet of the NICs, /16 to /28 (default 10.0.0.0/24, or the saved model's)")
+	subnet := fs.String("subnet", "", "IPv4 subnet of the NICs: ec2 /16 to /28, arm /29 or larger (default 10.0.0.0/24, or the saved model's)")
 	stateDir := fs.String("state", "", "directory to save the model in after every change, and to load it from on start")
 	seed := fs.Uint64("seed", 1, "seed of the random numbers that decide which calls an injected error rate fails")
 	pos, code, ok := parse(fs, level, args, stderr)
