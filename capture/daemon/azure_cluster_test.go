@@ -80,16 +80,7 @@ type azCluster struct {
 // children inherit.
 func startAzureCluster(t *testing.T, s settings) *azCluster {
 	t.Helper()
-	c := &cluster{t: t, bin: binary(t), dir: t.TempDir(), procs: map[string]*exec.Cmd{}, outputs: map[string]*bytes.Buffer{}}
-	t.Cleanup(c.stop)
-	var nics []string
-	for i := range s.nodes {
-		c.names = append(c.names, fmt.Sprintf("n%d", i+1))
-		nics = append(nics, fmt.Sprintf("eni-n%d", i+1))
-	}
-	for i := range s.addresses {
-		c.addrs = append(c.addrs, netip.AddrFrom4([4]byte{10, 0, byte(1 + i/200), byte(10 + i%200)}))
-	}
+	c, nics := newFrame(t, s)
 	proxy := newRefusingProxy(t)
 	t.Cleanup(func() {
 		if t.Failed() {

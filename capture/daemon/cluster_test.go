@@ -66,7 +66,10 @@ const (
 	reconcile = 500 * time.Millisecond
 )
 
-func startCluster(t testing.TB, s settings) *cluster {
+// newFrame is a cluster with nothing started yet: the binary under test,
+// a folder, nodes n1…nN with their NIC names eni-n1…, and the addresses
+// 10.0.1.10 onward (200 to a /24). Every simulator's cluster starts here.
+func newFrame(t testing.TB, s settings) (*cluster, []string) {
 	t.Helper()
 	c := &cluster{t: t, bin: binary(t), dir: t.TempDir(), procs: map[string]*exec.Cmd{}, outputs: map[string]*bytes.Buffer{}}
 	t.Cleanup(c.stop)
@@ -78,6 +81,12 @@ func startCluster(t testing.TB, s settings) *cluster {
 	for i := range s.addresses {
 		c.addrs = append(c.addrs, netip.AddrFrom4([4]byte{10, 0, byte(1 + i/200), byte(10 + i%200)}))
 	}
+	return c, nics
+}
+
+func startCluster(t testing.TB, s settings) *cluster {
+	t.Helper()
+	c, nics := newFrame(t, s)
 	c.sim = c.spawn("cloudsim", "cloudsim", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
 	c.secret = []byte(strings.Repeat("k", 40))
 	if err := os.WriteFile(filepath.Join(c.dir, "secret"), c.secret, 0o600); err != nil {

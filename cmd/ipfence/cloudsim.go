@@ -105,6 +105,13 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 	slog.Info("cloudsim ready", "address", ln.Addr().String(), "nics", len(sim.NICs()), "state", *stateDir, "seed", *seed)
 
+	return serveUntilSignal(ctx, srv, served, usageErr)
+}
+
+// serveUntilSignal waits until the server fails (a usage error) or ctx
+// ends (SIGINT or SIGTERM), then lets calls in flight finish for up to
+// shutdownGrace and exits valid.
+func serveUntilSignal(ctx context.Context, srv *http.Server, served <-chan error, usageErr func(string, ...any) int) int {
 	select {
 	case err := <-served:
 		return usageErr("serving: %v", err)
@@ -190,18 +197,7 @@ func runARMSim(f armFlags, stdout io.Writer, usageErr func(string, ...any) int) 
 	slog.Info("cloudsim ready", "dialect", "arm", "address", ln.Addr().String(), "nics", len(c.NICs),
 		"subscription", sim.SubscriptionID(), "resource_group", sim.ResourceGroup(), "certificate", path, "seed", f.seed)
 
-	select {
-	case err := <-served:
-		return usageErr("serving: %v", err)
-	case <-ctx.Done():
-	}
-	slog.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		slog.Warn("shutdown", "error", err)
-	}
-	return exitValid
+	return serveUntilSignal(ctx, srv, served, usageErr)
 }
 
 // selfSigned makes a certificate for the listener's address and the
