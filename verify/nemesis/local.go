@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/ipfence/ipfence/internal/loopback"
 )
 
 // Local runs a system's nodes as processes on this machine, one per node,
@@ -21,23 +25,17 @@ type Local struct {
 }
 
 // LoopbackAddrs picks a free loopback address for each node. The ports
-// are free when it returns; a node that starts soon after gets its own.
+// are free when it returns, and below the kernel's ephemeral range where
+// it leaves room, so that a node restarted after a kill does not find its
+// port taken as the source port of some outgoing connection.
 func LoopbackAddrs(nodes ...string) (map[string]string, error) {
+	ports, err := loopback.FreePorts(len(nodes))
+	if err != nil {
+		return nil, fmt.Errorf("loopback ports for %s: %w", strings.Join(nodes, ", "), err)
+	}
 	out := make(map[string]string, len(nodes))
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for _, n := range nodes {
-		// Every port is held until all are chosen, so no two are alike.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("a loopback port for %s: %w", n, err)
-		}
-		lns = append(lns, ln)
-		out[n] = ln.Addr().String()
+	for i, n := range nodes {
+		out[n] = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))
 	}
 	return out, nil
 }
