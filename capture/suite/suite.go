@@ -383,6 +383,19 @@ func (f *flap) Update(_ gen.Context, ev gen.Event) gen.Generator {
 		n.out = out
 		return &n
 	}
+	if ev.Kind == gen.Completed && ev.F == "undrain" && !ev.OK && f.undo == "" {
+		// An undrain that failed or timed out (its node paused, or out
+		// of contact and refusing intents) is sent again: a node left
+		// drained for the rest of the run takes no more captures, and
+		// the faults that take out a holder then test no failover.
+		v, _ := ev.Value.(map[string]any)
+		if node, _ := v["node"].(string); node != "" {
+			n := *f
+			n.undo = node
+			n.at = ev.Time + flapRecheck
+			return &n
+		}
+	}
 	if ev.Kind != gen.Completed || ev.F != "read" {
 		return f
 	}

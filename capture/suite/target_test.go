@@ -106,3 +106,36 @@ func TestFlapsSpareATakenOutNode(t *testing.T) {
 		t.Fatalf("under halves: %v %s %v, want a drain of n2", st, drain.F, drain.Value)
 	}
 }
+
+// An undrain that failed or timed out is sent again; one that took
+// effect is not.
+func TestFlapsResendAFailedUndrain(t *testing.T) {
+	ctx := func(at time.Duration) gen.Context { return gen.Context{Time: at, Threads: 2, Free: []int{0, 1}} }
+	for _, ok := range []bool{false, true} {
+		g := flaps(1, []string{"n1", "n2", "n3"})
+		first, g, _ := g.Next(ctx(0))
+		g = g.Update(ctx(0), gen.Event{Kind: gen.Completed, Thread: 0, F: "read", Value: map[string]any{"address": "10.0.1.10", "holder": "eni-n2"}})
+		drain, g, st := g.Next(ctx(first.Time))
+		if st != gen.Ready || drain.F != "drain" {
+			t.Fatalf("%v %s", st, drain.F)
+		}
+		wait, g, _ := g.Next(ctx(first.Time))
+		undrain, g, st := g.Next(ctx(wait.Time))
+		if st != gen.Ready || undrain.F != "undrain" || undrain.Value.(map[string]any)["node"] != "n2" {
+			t.Fatalf("%v %s %v, want an undrain of n2", st, undrain.F, undrain.Value)
+		}
+		done := wait.Time + 50*time.Millisecond
+		g = g.Update(ctx(done), gen.Event{Kind: gen.Completed, Thread: 0, F: "undrain", Value: map[string]any{"node": "n2"}, Time: done, OK: ok})
+		next, g, _ := g.Next(ctx(done))
+		if next.Time < done || next.Time > done+flapEvery {
+			t.Fatalf("ok %v: next op due at %v", ok, next.Time)
+		}
+		op, _, st := g.Next(ctx(next.Time))
+		switch {
+		case !ok && (st != gen.Ready || op.F != "undrain" || op.Value.(map[string]any)["node"] != "n2" || next.Time > done+flapRecheck):
+			t.Fatalf("after a failed undrain: %v %s %v at %v, want the undrain of n2 again within %v", st, op.F, op.Value, next.Time, flapRecheck)
+		case ok && op.F == "undrain":
+			t.Fatalf("after an undrain that took effect: another undrain %v", op.Value)
+		}
+	}
+}

@@ -141,6 +141,10 @@ type Event struct {
 	Value any
 	// Time is when it happened, since the test started.
 	Time time.Duration
+	// OK, on a completion, says the op took effect; false when it failed
+	// or its effect is unknown (a timeout), so that a generator can send
+	// again what must happen (an undrain, a heal).
+	OK bool
 }
 
 // String renders an event as "time thread kind f value", the nemesis

@@ -79,7 +79,8 @@ func (sim simulation) run(g Generator, threads int, latency func(Op) time.Durati
 	handed := 0
 	event := func(th int, kind EventKind) {
 		t := &ts[th+1]
-		ev := Event{Thread: th, Kind: kind, F: t.op.F, Value: t.op.Value, Time: now}
+		// Every simulated op takes effect: nothing runs that could fail.
+		ev := Event{Thread: th, Kind: kind, F: t.op.F, Value: t.op.Value, Time: now, OK: kind == Completed}
 		if kind == Invoked {
 			t.state, t.at = running, now+t.lat
 		} else {

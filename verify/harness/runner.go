@@ -102,7 +102,7 @@ func (in *interpreter) complete(d done) {
 		}
 	}
 	if !in.exhausted {
-		in.g = in.g.Update(in.ctx(time.Duration(d.event.Time)), gen.Event{Thread: d.thread, Kind: gen.Completed, F: d.event.F, Value: d.event.Value, Time: time.Duration(d.event.Time)})
+		in.g = in.g.Update(in.ctx(time.Duration(d.event.Time)), gen.Event{Thread: d.thread, Kind: gen.Completed, F: d.event.F, Value: d.event.Value, Time: time.Duration(d.event.Time), OK: d.event.Type == history.OK})
 	}
 }
 
