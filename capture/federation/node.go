@@ -831,6 +831,13 @@ func (n *Node) Stats() map[string]PeerStats {
 // Run sends heartbeats, watches liveness, and delivers the outbox to
 // every peer until ctx ends; then it makes one last attempt to deliver.
 func (n *Node) Run(ctx context.Context) error {
+	// The first heartbeat is made before any delivery starts, so that the
+	// first batch to each peer carries it ahead of a backlog (batchOrder)
+	// rather than a backlog going out without it: a peer then hears this
+	// node alive in its first batch, however long the backlog.
+	if _, err := n.Emit(Heartbeat, "", nil); err != nil {
+		n.log.Error("heartbeat", "err", err)
+	}
 	var wg sync.WaitGroup
 	for _, p := range n.cfg.Peers {
 		wg.Go(func() { n.deliverLoop(ctx, p) })
@@ -843,7 +850,7 @@ func (n *Node) Run(ctx context.Context) error {
 	// this node's next heartbeat.
 	look := time.NewTicker(max(n.cfg.Heartbeat/4, 10*time.Millisecond))
 	defer look.Stop()
-	beat := true
+	beat := false // the first was made above
 	for {
 		if beat {
 			if _, err := n.Emit(Heartbeat, "", nil); err != nil {

@@ -2,10 +2,12 @@ package suite
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +67,26 @@ func runKind(t *testing.T, bin, kind string, seed uint64, limit time.Duration) (
 func logResults(t *testing.T, out *harness.Outcome) {
 	b, _ := json.MarshalIndent(out.Results, "", "  ")
 	t.Logf("results:\n%s", b)
+	// The run's folder is a temporary one, gone when the test ends: the
+	// nodes' decisions go to the log so that a failure in CI can be read
+	// (the actions, epochs, staleness and health lines, the last 400).
+	logs, _ := filepath.Glob(filepath.Join(out.Dir, "logs", "*.log"))
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var keep []string
+		for _, line := range strings.Split(string(data), "\n") {
+			for _, k := range []string{"msg=epoch", "action executed", "action fenced", "action refused", "member stale", "member back", "unhealthy", "passive", "synced", "started", "listening"} {
+				if strings.Contains(line, k) {
+					keep = append(keep, line)
+					break
+				}
+			}
+		}
+		t.Logf("--- %s (%d of its lines) ---\n%s", filepath.Base(f), len(keep), strings.Join(keep[max(0, len(keep)-400):], "\n"))
+	}
 }
 
 // started counts the nemesis's starts of kind that completed without error.
