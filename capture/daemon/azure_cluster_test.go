@@ -21,10 +21,8 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
-	"github.com/ipfence/ipfence/internal/loopback"
 	"github.com/ipfence/ipfence/internal/testenv"
 )
 
@@ -120,16 +118,7 @@ func startAzureCluster(t *testing.T, s settings) *azCluster {
 	az := &azCluster{cluster: c, proxy: proxy,
 		https: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
 
-	c.secret = []byte(strings.Repeat("k", 40))
-	if err := os.WriteFile(filepath.Join(c.dir, "secret"), c.secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.signer = &http.Client{Timeout: 10 * time.Second, Transport: (&auth.Signer{Secret: c.secret, Node: "test"}).Transport(http.DefaultTransport)}
-	ports, err := loopback.FreePorts(s.nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.ports = ports
+	c.federate()
 	// The EC2 cluster's configuration with its provider made Azure: the
 	// same pools, members (the simulator's NICs are named eni-n*) and
 	// timing.

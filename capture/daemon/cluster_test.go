@@ -84,20 +84,27 @@ func newFrame(t testing.TB, s settings) (*cluster, []string) {
 	return c, nics
 }
 
+// federate writes the cluster's shared secret, makes the signing client
+// the test talks to the nodes with, and picks the nodes' ports.
+func (c *cluster) federate() {
+	c.t.Helper()
+	c.secret = []byte(strings.Repeat("k", 40))
+	if err := os.WriteFile(filepath.Join(c.dir, "secret"), c.secret, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	c.signer = &http.Client{Timeout: 10 * time.Second, Transport: (&auth.Signer{Secret: c.secret, Node: "test"}).Transport(http.DefaultTransport)}
+	ports, err := loopback.FreePorts(len(c.names))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.ports = ports
+}
+
 func startCluster(t testing.TB, s settings) *cluster {
 	t.Helper()
 	c, nics := newFrame(t, s)
 	c.sim = c.spawn("cloudsim", "cloudsim", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
-	c.secret = []byte(strings.Repeat("k", 40))
-	if err := os.WriteFile(filepath.Join(c.dir, "secret"), c.secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.signer = &http.Client{Timeout: 10 * time.Second, Transport: (&auth.Signer{Secret: c.secret, Node: "test"}).Transport(http.DefaultTransport)}
-	ports, err := loopback.FreePorts(s.nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.ports = ports
+	c.federate()
 	for i, n := range c.names {
 		if err := os.WriteFile(c.configPath(n), []byte(c.config(i, s)), 0o600); err != nil {
 			t.Fatal(err)

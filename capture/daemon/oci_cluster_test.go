@@ -21,10 +21,8 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
-	"github.com/ipfence/ipfence/internal/loopback"
 	"github.com/ipfence/ipfence/internal/testenv"
 )
 
@@ -116,14 +114,7 @@ func startOCICluster(t testing.TB, nodes, addresses int) *ociCluster {
 	t.Setenv("OCI_CONFIG_FILE", ociConfig)
 	t.Setenv("OCI_DEFAULT_CERTS_PATH", ca)
 
-	c.secret = []byte(strings.Repeat("k", 40))
-	if err := os.WriteFile(filepath.Join(dir, "secret"), c.secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.signer = &http.Client{Timeout: 10 * time.Second, Transport: (&auth.Signer{Secret: c.secret, Node: "test"}).Transport(http.DefaultTransport)}
-	if c.ports, err = loopback.FreePorts(nodes); err != nil {
-		t.Fatal(err)
-	}
+	c.federate()
 	for i, n := range c.names {
 		if err := os.WriteFile(c.configPath(n), []byte(oc.config(i)), 0o600); err != nil {
 			t.Fatal(err)
