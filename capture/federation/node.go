@@ -437,10 +437,11 @@ func (n *Node) EmitMany(kind Kind, subjects []string, fill func(int, *Event)) ([
 			n.hbAt[e.Seq] = now
 		}
 		// Only the newest few matter: an acknowledgement is of a batch
-		// sent within a delivery timeout.
+		// sent within a delivery timeout, so older ones are swept once
+		// the map holds more than a handful.
 		if len(n.hbAt) > maxHeartbeatsKept {
 			for seq, at := range n.hbAt {
-				if now.Sub(at) > time.Minute {
+				if now.Sub(at) > 2*deliveryTimeout {
 					delete(n.hbAt, seq)
 				}
 			}
@@ -648,8 +649,12 @@ func (n *Node) InContact(window time.Duration) bool {
 // stale.
 func (n *Node) coverWindow() time.Duration { return n.cfg.Timing.TTL + n.cfg.Timing.PromotionHold }
 
-// maxHeartbeatsKept bounds hbAt before old entries are swept.
-const maxHeartbeatsKept = 256
+// maxHeartbeatsKept is how many heartbeats hbAt holds before the ones
+// older than two delivery timeouts are swept.
+const maxHeartbeatsKept = 64
+
+// deliveryTimeout bounds one delivery of a batch to a peer.
+const deliveryTimeout = 5 * time.Second
 
 // ErrUncovered is Covered's error: the peers may have found this node
 // stale since the time asked about.
@@ -998,7 +1003,7 @@ func (n *Node) deliver(ctx context.Context, p Peer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.URL, "/")+Path, bytes.NewReader(body))
 	if err != nil {
