@@ -6,11 +6,49 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/internal/monotime"
 )
 
 // bgctx is the context of the model's calls on the memory provider: once
 // a PUT's checks passed, a caller that goes away must not cut it short.
 var bgctx = context.Background()
+
+// mutationJSON is a record entry as GET /admin/mutations shows it, in the
+// EC2 and OCI dialects' shape, so that one reader (the capture test's
+// checkers) serves all three: lower-case names, the time in RFC 3339 with
+// nanoseconds, and Mono, the same moment on the machine's monotonic clock,
+// which places the record among a harness's own readings in another
+// process. A provider.Mutation decodes from it too (encoding/json matches
+// names without regard to case and ignores mono).
+type mutationJSON struct {
+	Time           string        `json:"time"`
+	Mono           int64         `json:"mono"`
+	Call           capture.Kind  `json:"call"`
+	NIC            string        `json:"nic"`
+	Address        string        `json:"address"`
+	Epoch          capture.Epoch `json:"epoch"`
+	IdempotencyKey string        `json:"idempotencyKey"`
+	From           string        `json:"from"`
+	Enabled        bool          `json:"enabled"`
+}
+
+func (s *Server) mutationsJSON() []mutationJSON {
+	ms := s.Mutations()
+	out := make([]mutationJSON, len(ms))
+	for i, m := range ms {
+		out[i] = mutationJSON{
+			Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: monotime.Of(m.Time), Call: m.Call, NIC: m.NIC,
+			Epoch: m.Epoch, IdempotencyKey: m.IdempotencyKey, From: m.From, Enabled: m.Enabled,
+		}
+		if m.Address.IsValid() {
+			out[i].Address = m.Address.String()
+		}
+	}
+	return out
+}
 
 type adminError struct {
 	Error string `json:"error"`
@@ -21,7 +59,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	case "GET /admin/state":
 		writeJSON(w, http.StatusOK, s.State())
 	case "GET /admin/mutations":
-		writeJSON(w, http.StatusOK, s.Mutations())
+		writeJSON(w, http.StatusOK, s.mutationsJSON())
 	case "GET /admin/identity":
 		writeJSON(w, http.StatusOK, s.Identity())
 	case "GET /admin/faults":

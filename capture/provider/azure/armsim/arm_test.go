@@ -16,6 +16,7 @@ import (
 	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
+	"github.com/ipfence/ipfence/internal/monotime"
 )
 
 // clock is a settable clock for the simulator.
@@ -472,5 +473,51 @@ func TestStampLists(t *testing.T) {
 	}
 	if n := len(e.sim.Mutations()); n != 2 {
 		t.Fatalf("refused PUTs recorded mutations: %d", n)
+	}
+}
+
+// GET /admin/mutations shows the record in the EC2 dialect's shape, which
+// the capture test reads from every dialect: lower-case names, the epoch
+// and key the PUT's headers carried, and mono, the moment on the machine's
+// monotonic clock (inside the call's span as the test reads that clock).
+// The same answer still decodes as []provider.Mutation.
+func TestAdminMutationsShape(t *testing.T) {
+	sim, err := armsim.New(armsim.Config{NICs: []string{"nic-a", "nic-b"}, Limits: armsim.Limits{Off: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, sim: sim, srv: srv}
+	cur := etag(e.do("GET", e.nicPath("nic-b"), nil, nil))
+	before := monotime.Now()
+	put := e.do("PUT", e.nicPath("nic-b"), nicBody("10.0.0.5", false, "10.0.0.60"), map[string]string{
+		"If-Match": cur, armsim.HeaderEpoch: "9", armsim.HeaderIdempotencyKey: "k9"})
+	after := monotime.Now()
+	if put.status != 200 {
+		t.Fatalf("PUT: %d %v", put.status, put.body)
+	}
+	resp, err := http.Get(srv.URL + "/admin/mutations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var rows []map[string]any
+	if err := json.Unmarshal(raw, &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("record %s: %v", raw, err)
+	}
+	r := rows[0]
+	mono, _ := r["mono"].(float64)
+	if r["call"] != "assign-secondary-ip" || r["nic"] != "nic-b" || r["address"] != "10.0.0.60" || r["epoch"] != 9.0 ||
+		r["idempotencyKey"] != "k9" || int64(mono) < before || int64(mono) > after {
+		t.Fatalf("record entry %v, want the assign of 10.0.0.60 to nic-b at epoch 9 with mono in [%d, %d]", r, before, after)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, r["time"].(string)); err != nil {
+		t.Fatalf("time %v: %v", r["time"], err)
+	}
+	var ms []provider.Mutation
+	if err := json.Unmarshal(raw, &ms); err != nil || len(ms) != 1 || ms[0].Address != netip.MustParseAddr("10.0.0.60") || ms[0].Epoch != 9 || ms[0].Call != capture.Assign {
+		t.Fatalf("as provider.Mutation: %+v %v", ms, err)
 	}
 }

@@ -448,7 +448,8 @@ func (n *nic) sortedSecondary() []netip.Addr {
 // admin API, JSON without authentication:
 //
 //	GET  /admin/state      every NIC: []NICState
-//	GET  /admin/mutations  the record: []provider.Mutation
+//	GET  /admin/mutations  the record, in the EC2 dialect's shape (lower-case names,
+//	                       RFC 3339 time, mono: CLOCK_MONOTONIC nanoseconds)
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused)
 //	POST /admin/flush      make every accepted change visible now
