@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,5 +119,98 @@ func TestClusterWipedNodeLearnsBeforeActing(t *testing.T) {
 		if m.Epoch <= high[m.Address.String()] && m.Call.Acquire() {
 			t.Fatalf("after the wipe, %s at epoch %d, not above the %d applied before", m.Call, m.Epoch, high[m.Address.String()])
 		}
+	}
+}
+
+// An operator's intent sent to a node that has just come back without its
+// state must not lose to an older one it never saw: n1 is drained through
+// n2; n3 is wiped and restarted; the undrain of n1, sent to n3 the moment
+// it answers, must leave n1 undrained on every node (or be refused, so the
+// operator knows to send it again). With n2 stopped meanwhile, n3 takes
+// the undrain in contact with n1 but not yet synced (it needs both peers'
+// records): its clock has moved past n1's news, so the undrain still wins.
+func TestClusterWipedNodeOrdersIntentsAfterWhatItLearns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	for _, pause := range []bool{false, true} {
+		t.Run(fmt.Sprintf("n2 stopped %v", pause), func(t *testing.T) {
+			c := startCluster(t, settings{nodes: 3, addresses: 2})
+			c.waitAllOn("eni-n1", generous)
+			// Lamport time runs ahead on n1 and n2 with a few intents.
+			for _, verb := range []string{"drain", "undrain", "drain", "undrain", "drain"} {
+				if code := c.api("n2", http.MethodPost, "/v1/members/n1/"+verb, nil, nil); code != http.StatusOK {
+					t.Fatalf("%s n1: %d", verb, code)
+				}
+			}
+			running := map[string]bool{"n1": true, "n2": true, "n3": true}
+			views := func() (drained map[string]bool, text string) {
+				drained = map[string]bool{}
+				var out []string
+				for _, n := range c.names {
+					if !running[n] {
+						continue
+					}
+					st := c.status(n)
+					for _, m := range st.Members {
+						if m.Node == "n1" {
+							drained[n] = m.Drained
+						}
+					}
+					out = append(out, fmt.Sprintf("%s: %+v", n, st.Members))
+				}
+				return drained, strings.Join(out, "; ")
+			}
+			waitDrained := func(want bool, what string) {
+				for deadline := time.Now().Add(generous); ; time.Sleep(50 * time.Millisecond) {
+					d, text := views()
+					all := true
+					for n := range running {
+						if running[n] && d[n] != want {
+							all = false
+						}
+					}
+					if all {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: %s", what, text)
+					}
+				}
+			}
+			waitDrained(true, "n1 never drained on every node")
+			c.signal("n3", syscall.SIGKILL)
+			if err := os.RemoveAll(filepath.Join(c.dir, "n3-data")); err != nil {
+				t.Fatal(err)
+			}
+			if pause {
+				c.signal("n2", syscall.SIGSTOP)
+				running["n2"] = false
+			}
+			c.start("n3")
+			var synced bool
+			for deadline := time.Now().Add(generous); ; time.Sleep(5 * time.Millisecond) {
+				code := c.api("n3", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+				if code == http.StatusOK {
+					synced = c.status("n3").Synced
+					break
+				}
+				if code != http.StatusServiceUnavailable {
+					t.Fatalf("undrain through the wiped n3: %d", code)
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the wiped n3 never took the undrain")
+				}
+			}
+			if pause && synced {
+				t.Fatal("n3 synced with one peer of two: the case of an unsynced node taking an intent was not reached")
+			}
+			waitDrained(false, "the undrain n3 answered 200 for was lost")
+			if pause {
+				c.signal("n2", syscall.SIGCONT)
+				running["n2"] = true
+				waitDrained(false, "the undrain was lost once n2 came back")
+			}
+		})
 	}
 }
