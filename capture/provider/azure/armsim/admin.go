@@ -23,9 +23,16 @@ var bgctx = context.Background()
 // which places the record among a harness's own readings in another
 // process. A provider.Mutation decodes from it too (encoding/json matches
 // names without regard to case and ignores mono).
+//
+// AcceptedMono is ARM's own addition: the moment on the same clock that
+// ARM accepted the PUT making the change, from which GETs showed it;
+// Mono, the moment it became visible, is Faults.Delay later. A checker of
+// what clients read through ARM places the change at AcceptedMono; one of
+// the data plane (who held the address) at Mono.
 type mutationJSON struct {
 	Time           string        `json:"time"`
 	Mono           int64         `json:"mono"`
+	AcceptedMono   int64         `json:"acceptedMono,omitempty"`
 	Call           capture.Kind  `json:"call"`
 	NIC            string        `json:"nic"`
 	Address        string        `json:"address"`
@@ -37,11 +44,15 @@ type mutationJSON struct {
 
 func (s *Server) mutationsJSON() []mutationJSON {
 	ms := s.Mutations()
+	accepted := s.AcceptedTimes(ms)
 	out := make([]mutationJSON, len(ms))
 	for i, m := range ms {
 		out[i] = mutationJSON{
 			Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: monotime.Of(m.Time), Call: m.Call, NIC: m.NIC,
 			Epoch: m.Epoch, IdempotencyKey: m.IdempotencyKey, From: m.From, Enabled: m.Enabled,
+		}
+		if !accepted[i].IsZero() {
+			out[i].AcceptedMono = monotime.Of(accepted[i])
 		}
 		if m.Address.IsValid() {
 			out[i].Address = m.Address.String()

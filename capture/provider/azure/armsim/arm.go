@@ -679,6 +679,8 @@ func (s *Server) applyLocked(n *nic, want wanted, st stamp) bool {
 		delete(s.owner, a)
 		if err := s.p.Unassign(bgctx, req(a)); err != nil {
 			s.log.Error("memory unassign", "error", err)
+		} else {
+			s.accept(capture.Unassign, req(a))
 		}
 		changed = true
 	}
@@ -697,6 +699,8 @@ func (s *Server) applyLocked(n *nic, want wanted, st stamp) bool {
 		// made sure no other NIC keeps the address.
 		if err := s.p.Assign(bgctx, req(a), true); err != nil {
 			s.log.Error("memory assign", "error", err)
+		} else {
+			s.accept(capture.Assign, req(a))
 		}
 		changed = true
 	}
@@ -705,6 +709,10 @@ func (s *Server) applyLocked(n *nic, want wanted, st stamp) bool {
 		fr := req(st.addr)
 		if err := s.p.SetForwarding(bgctx, fr, n.forwarding); err != nil {
 			s.log.Error("memory forwarding", "error", err)
+		} else if n.forwarding {
+			s.accept(capture.EnableForwarding, fr)
+		} else {
+			s.accept(capture.DisableForwarding, fr)
 		}
 		changed = true
 	}
@@ -734,4 +742,49 @@ func writeError(w http.ResponseWriter, e *armError) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(e.status)
 	_, _ = w.Write(b)
+}
+
+// acceptedChange is a change an accepted PUT queued, with the moment of
+// its acceptance.
+type acceptedChange struct {
+	key changeKey
+	at  time.Time
+}
+
+// changeKey names a change as the record will show it.
+type changeKey struct {
+	call    capture.Kind
+	nic     string
+	addr    netip.Addr
+	epoch   capture.Epoch
+	idemKey string
+}
+
+// accept notes a change queued now; the caller holds mu.
+func (s *Server) accept(call capture.Kind, r provider.Request) {
+	s.accepted = append(s.accepted, acceptedChange{changeKey{call, r.NIC, r.Address, r.Epoch, r.IdempotencyKey}, s.now})
+}
+
+// AcceptedTimes returns, for each mutation of ms (a prefix of Mutations),
+// when ARM accepted the PUT that made it: the first change accepted with
+// the same call, NIC, address, epoch and key not yet matched to an
+// earlier mutation (the zero time for none). Visibility is first in,
+// first out, so the changes become mutations in the order they were
+// accepted; matching by content rather than position keeps an accepted
+// change that never became a mutation from shifting the rest.
+func (s *Server) AcceptedTimes(ms []provider.Mutation) []time.Time {
+	s.mu.Lock()
+	queues := map[changeKey][]time.Time{}
+	for _, c := range s.accepted {
+		queues[c.key] = append(queues[c.key], c.at)
+	}
+	s.mu.Unlock()
+	out := make([]time.Time, len(ms))
+	for i, m := range ms {
+		k := changeKey{m.Call, m.NIC, m.Address, m.Epoch, m.IdempotencyKey}
+		if q := queues[k]; len(q) > 0 {
+			out[i], queues[k] = q[0], q[1:]
+		}
+	}
+	return out
 }

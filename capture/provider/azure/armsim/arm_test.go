@@ -235,6 +235,11 @@ func TestPutIsALongRunningOperation(t *testing.T) {
 	if ms := e.sim.Mutations(); len(ms) != 1 || ms[0] != want {
 		t.Fatalf("record %+v, want %+v", ms, want)
 	}
+	// The record's time is the visibility's; ARM accepted the change,
+	// and GETs showed it, 5 s before.
+	if at := e.sim.AcceptedTimes(e.sim.Mutations()); len(at) != 1 || !at[0].Equal(e.clk.now().Add(-5*time.Second)) {
+		t.Fatalf("accepted at %v, want %v", at, e.clk.now().Add(-5*time.Second))
+	}
 	// The same PUT again changes nothing: no mutation, the etag kept.
 	again := e.do("PUT", e.nicPath("nic-a"), nicBody("10.0.0.4", false, "10.0.0.50"), map[string]string{"If-Match": etag(put)})
 	if again.status != 200 || etag(again) != etag(put) || len(e.sim.Mutations()) != 1 {
@@ -489,6 +494,10 @@ func TestAdminMutationsShape(t *testing.T) {
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	e := &env{t: t, sim: sim, srv: srv}
+	// A delay no test waits out: the change becomes visible at the flush.
+	if err := sim.SetFaults(armsim.Faults{Delay: cloudsim.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	cur := etag(e.do("GET", e.nicPath("nic-b"), nil, nil))
 	before := monotime.Now()
 	put := e.do("PUT", e.nicPath("nic-b"), nicBody("10.0.0.5", false, "10.0.0.60"), map[string]string{
@@ -497,6 +506,9 @@ func TestAdminMutationsShape(t *testing.T) {
 	if put.status != 200 {
 		t.Fatalf("PUT: %d %v", put.status, put.body)
 	}
+	time.Sleep(20 * time.Millisecond)
+	flushed := monotime.Now()
+	sim.Flush()
 	resp, err := http.Get(srv.URL + "/admin/mutations")
 	if err != nil {
 		t.Fatal(err)
@@ -509,9 +521,10 @@ func TestAdminMutationsShape(t *testing.T) {
 	}
 	r := rows[0]
 	mono, _ := r["mono"].(float64)
+	accepted, _ := r["acceptedMono"].(float64)
 	if r["call"] != "assign-secondary-ip" || r["nic"] != "nic-b" || r["address"] != "10.0.0.60" || r["epoch"] != 9.0 ||
-		r["idempotencyKey"] != "k9" || int64(mono) < before || int64(mono) > after {
-		t.Fatalf("record entry %v, want the assign of 10.0.0.60 to nic-b at epoch 9 with mono in [%d, %d]", r, before, after)
+		r["idempotencyKey"] != "k9" || int64(accepted) < before || int64(accepted) > after || int64(mono) < flushed {
+		t.Fatalf("record entry %v, want the assign of 10.0.0.60 to nic-b at epoch 9, accepted in [%d, %d] and visible after %d", r, before, after, flushed)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, r["time"].(string)); err != nil {
 		t.Fatalf("time %v: %v", r["time"], err)

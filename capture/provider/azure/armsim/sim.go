@@ -151,6 +151,10 @@ type Server struct {
 	// lastDone is when the last accepted change becomes visible: the
 	// provider's queue is first in, first out, and so are operations.
 	lastDone time.Time
+	// accepted are the changes of accepted PUTs, in order, each with the
+	// moment ARM accepted it: the moment GETs began to show it, which
+	// the record (times of visibility, Faults.Delay later) does not tell.
+	accepted []acceptedChange
 	faults   Faults
 	rng      *rand.Rand
 	limits   Limits
@@ -449,7 +453,8 @@ func (n *nic) sortedSecondary() []netip.Addr {
 //
 //	GET  /admin/state      every NIC: []NICState
 //	GET  /admin/mutations  the record, in the EC2 dialect's shape (lower-case names,
-//	                       RFC 3339 time, mono: CLOCK_MONOTONIC nanoseconds)
+//	                       RFC 3339 time, mono: CLOCK_MONOTONIC nanoseconds), with
+//	                       acceptedMono, when ARM accepted the change (AcceptedTimes)
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused)
 //	POST /admin/flush      make every accepted change visible now
