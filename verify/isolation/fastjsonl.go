@@ -486,6 +486,7 @@ func (p *parsed) fastMops(sc *scanner, ev *fastEvent) error {
 				p.reads = append(p.reads, v)
 			}
 			r.n = int32(len(p.reads)) - r.start
+			r.start = p.keepRead(r.key, r.start)
 		default:
 			v, err := sc.int()
 			if err != nil || reservedVal(v) {

@@ -56,34 +56,76 @@ type graph struct {
 }
 
 // build sorts and merges collected edges into a graph of n nodes. Self
-// edges are dropped: a transaction does not depend on itself.
+// edges are dropped: a transaction does not depend on itself. The edges
+// are placed by their source in one counting pass (a general sort of
+// millions of edges cost more than the cycle searches), then each node's
+// few edges are sorted by target and merged.
 func build(n int, es []edge) *graph {
-	slices.SortFunc(es, func(a, b edge) int {
-		if a.from != b.from {
-			return int(a.from - b.from)
-		}
-		return int(a.to - b.to)
-	})
 	g := &graph{n: n, off: make([]int32, n+1)}
-	for i := 0; i < len(es); {
-		e := es[i]
-		j := i + 1
-		for j < len(es) && es[j].from == e.from && es[j].to == e.to {
-			e.r |= es[j].r
-			j++
-		}
-		i = j
-		if e.from == e.to {
-			continue
-		}
-		g.to = append(g.to, e.to)
-		g.rels = append(g.rels, e.r)
+	for _, e := range es {
 		g.off[e.from+1]++
 	}
 	for v := 1; v <= n; v++ {
 		g.off[v] += g.off[v-1]
 	}
+	to := make([]int32, len(es))
+	rels := make([]rel, len(es))
+	next := slices.Clone(g.off[:n])
+	for _, e := range es {
+		i := next[e.from]
+		next[e.from]++
+		to[i], rels[i] = e.to, e.r
+	}
+	next = nil
+	// Merge in place: w is where the next kept edge goes.
+	w := int32(0)
+	for v := 0; v < n; v++ {
+		lo, hi := g.off[v], g.off[v+1]
+		g.off[v] = w
+		sortEdges(to[lo:hi], rels[lo:hi])
+		for i := lo; i < hi; i++ {
+			if to[i] == int32(v) {
+				continue
+			}
+			if w > g.off[v] && to[w-1] == to[i] {
+				rels[w-1] |= rels[i]
+				continue
+			}
+			to[w], rels[w] = to[i], rels[i]
+			w++
+		}
+	}
+	g.off[n] = w
+	g.to, g.rels = slices.Clip(to[:w]), slices.Clip(rels[:w])
 	return g
+}
+
+// sortEdges sorts one node's edges by target: by insertion, as most
+// nodes have a handful, else by a general sort.
+func sortEdges(to []int32, rels []rel) {
+	if len(to) > 32 {
+		idx := make([]int32, len(to))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortStableFunc(idx, func(a, b int32) int { return int(to[a] - to[b]) })
+		t2, r2 := make([]int32, len(to)), make([]rel, len(to))
+		for i, j := range idx {
+			t2[i], r2[i] = to[j], rels[j]
+		}
+		copy(to, t2)
+		copy(rels, r2)
+		return
+	}
+	for i := 1; i < len(to); i++ {
+		t, r := to[i], rels[i]
+		j := i
+		for j > 0 && to[j-1] > t {
+			to[j], rels[j] = to[j-1], rels[j-1]
+			j--
+		}
+		to[j], rels[j] = t, r
+	}
 }
 
 // sccs returns the strongly connected components of more than one node of

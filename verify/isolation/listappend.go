@@ -22,11 +22,17 @@ type versions struct {
 	// elements of its longest read; for rw-register unused.
 	order map[int32][]int64
 	// pos is a value's position in its key's order.
-	pos map[kv]int32
+	pos kvMap
 	// writer is the transaction (ok or info) that appended or wrote a
 	// value; failed the one that did and aborted.
-	writer map[kv]int32
-	failed map[kv]int32
+	writer kvMap
+	failed kvMap
+	// orderWriter is, per key, the writer (ok or info) of each element
+	// of its order, -1 for none; clean how many of its first elements
+	// have one (list-append). A read equal to a prefix of its key's
+	// order no longer than that needs no look-up of its elements.
+	orderWriter map[int32][]int32
+	clean       map[int32]int
 	// unobserved lists, per key, the transactions whose appends no read
 	// shows (list-append).
 	unobserved map[int32][]int32
@@ -46,7 +52,7 @@ func (p *parsed) showList(l []int64) string {
 // listAppend analyses a list-append history: it finds the anomalies that
 // need no cycle and collects the ww, wr and rw edges.
 func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
-	vs := &versions{order: map[int32][]int64{}, pos: map[kv]int32{}, writer: map[kv]int32{}, failed: map[kv]int32{}}
+	vs := &versions{order: map[int32][]int64{}, orderWriter: map[int32][]int32{}, clean: map[int32]int{}}
 	intermediate := p.writers(an, vs, mAppend, "duplicate-appends", "appended", "appended", "append")
 
 	// Each key's version order: its longest read, which every other read
@@ -71,18 +77,32 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 		// its first place.
 		order := dedup(p.list(m))
 		vs.order[k] = order
+		ow := make([]int32, len(order))
+		clean := -1
 		for i, v := range order {
-			vs.pos[kv{k, v}] = int32(i)
+			vs.pos.put(kv{k, v}, int32(i))
+			w, ok := vs.writer.get(kv{k, v})
+			if !ok {
+				w = -1
+				if clean < 0 {
+					clean = i
+				}
+			}
+			ow[i] = w
 		}
+		if clean < 0 {
+			clean = len(order)
+		}
+		vs.orderWriter[k], vs.clean[k] = ow, clean
 	}
 	// Appends no read shows still come after every element read: their
 	// predecessor in the version order is the key's last observed element.
 	vs.unobserved = map[int32][]int32{}
-	for x, w := range vs.writer {
-		if _, ok := vs.pos[x]; !ok {
+	vs.writer.each(func(x kv, w int32) {
+		if !vs.pos.has(x) {
 			vs.unobserved[x.k] = append(vs.unobserved[x.k], w)
 		}
-	}
+	})
 	for k := range vs.unobserved {
 		slices.Sort(vs.unobserved[k])
 		vs.unobserved[k] = slices.Compact(vs.unobserved[k])
@@ -97,26 +117,26 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		order := vs.order[k]
+		order, ow := vs.order[k], vs.orderWriter[k]
 		abortedAt := -1
 		for i, v := range order {
-			if _, ok := vs.writer[kv{k, v}]; !ok {
-				if _, ok := vs.failed[kv{k, v}]; ok && abortedAt < 0 {
+			if ow[i] < 0 {
+				if _, ok := vs.failed.get(kv{k, v}); ok && abortedAt < 0 {
 					abortedAt = i
 				}
 				continue
 			}
 			if abortedAt >= 0 {
-				f := vs.failed[kv{k, order[abortedAt]}]
-				w := vs.writer[kv{k, v}]
+				f, _ := vs.failed.get(kv{k, order[abortedAt]})
+				w := ow[i]
 				an.addf(p, "dirty-update", []int32{f, w},
 					"key %s's history %s holds %s, appended by %s which aborted, and after it %s, appended by %s which did not: a write built on an aborted one",
 					p.in.showKey(k), p.showList(order), p.in.showVal(order[abortedAt]), p.name(f), p.in.showVal(v), p.name(w))
 				abortedAt = -2 // one report per key
 			}
-			w1 := vs.writer[kv{k, v}]
+			w1 := ow[i]
 			if i+1 < len(order) {
-				if w2, ok := vs.writer[kv{k, order[i+1]}]; ok {
+				if w2 := ow[i+1]; w2 >= 0 {
 					es = append(es, edge{w1, w2, ww})
 				}
 			} else {
@@ -152,24 +172,38 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			wrote    bool
 			mine     []int64 // every append to the key so far
 		}
-		st := map[int32]*state{}
-		// ownAt is where this transaction appends each of its values: a
-		// read holding one appended only later is a future read.
-		var ownAt map[kv]int
-		for i := range tx.mops {
-			if m := &tx.mops[i]; m.kind == mAppend {
-				if ownAt == nil {
-					ownAt = map[kv]int{}
-				}
-				ownAt[kv{m.key, m.val}] = i
-			}
+		// Most transactions touch a few keys: their states are found by
+		// a scan of a short list, a map only for long transactions.
+		type keyState struct {
+			k int32
+			s *state
 		}
+		var few []keyState
+		var st map[int32]*state
+		if len(tx.mops) > 8 {
+			st = map[int32]*state{}
+		}
+		// ownAt is where this transaction appends each of its values: a
+		// read holding one appended only later is a future read. It is
+		// made only for a transaction that appends after it reads.
+		var ownAt map[kv]int
+		ownAtMade := false
 		get := func(k int32) *state {
-			s := st[k]
-			if s == nil {
-				s = &state{}
-				st[k] = s
+			if st != nil {
+				s := st[k]
+				if s == nil {
+					s = &state{}
+					st[k] = s
+				}
+				return s
 			}
+			for _, f := range few {
+				if f.k == k {
+					return f.s
+				}
+			}
+			s := &state{}
+			few = append(few, keyState{k, s})
 			return s
 		}
 		for i := range tx.mops {
@@ -193,7 +227,16 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			}
 			read := p.list(m)
 			p.checkReadElements(an, ti, m, read, vs, intermediate)
-			if v, ok := futureElement(read, m.key, i, ownAt); ok {
+			if !ownAtMade && appendsAfter(tx.mops, i, m.key) {
+				ownAtMade = true
+				ownAt = map[kv]int{}
+				for j := range tx.mops {
+					if a := &tx.mops[j]; a.kind == mAppend {
+						ownAt[kv{a.key, a.val}] = j
+					}
+				}
+			}
+			if v, ok := futureElement(read, m.key, i, ownAt); ownAt != nil && ok {
 				// Elle's future read: the transaction saw its own effect
 				// before causing it. Its other checks of this read would
 				// only restate that.
@@ -276,6 +319,18 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 // duplicates, values nobody appended, values of aborted transactions, and
 // intermediate values of another transaction.
 func (p *parsed) checkReadElements(an *anomalies, t int32, m *mop, read []int64, vs *versions, intermediate map[kv]bool) {
+	if order := vs.order[m.key]; len(read) <= vs.clean[m.key] && slices.Equal(read, order[:len(read)]) {
+		// The common read: a prefix of the version order, every
+		// element of it appended by a transaction that did not abort,
+		// none twice. Only its last element may be intermediate.
+		if n := len(read); n > 0 && len(intermediate) > 0 && intermediate[kv{m.key, read[n-1]}] {
+			if w := vs.orderWriter[m.key][n-1]; w != t {
+				an.addf(p, "G1b", []int32{t, w}, "%s read key %s as %s, ending in %s, which %s appended before appending again to the same key: an intermediate state",
+					p.name(t), p.in.showKey(m.key), p.showList(read), p.in.showVal(read[n-1]), p.name(w))
+			}
+		}
+		return
+	}
 	var dup, garbage, aborted []int64
 	var abortedBy int32 = -1
 	if len(read) > 1 {
@@ -289,10 +344,10 @@ func (p *parsed) checkReadElements(an *anomalies, t int32, m *mop, read []int64,
 	}
 	for _, v := range read {
 		x := kv{m.key, v}
-		if _, ok := vs.writer[x]; ok {
+		if _, ok := vs.writer.get(x); ok {
 			continue
 		}
-		if f, ok := vs.failed[x]; ok {
+		if f, ok := vs.failed.get(x); ok {
 			aborted = append(aborted, v)
 			abortedBy = f
 			continue
@@ -313,7 +368,7 @@ func (p *parsed) checkReadElements(an *anomalies, t int32, m *mop, read []int64,
 			p.name(t), k, p.showList(read), p.showList(aborted), p.name(abortedBy))
 	}
 	if n := len(read); n > 0 && intermediate[kv{m.key, read[n-1]}] {
-		if w, ok := vs.writer[kv{m.key, read[n-1]}]; ok && w != t {
+		if w, ok := vs.writer.get(kv{m.key, read[n-1]}); ok && w != t {
 			an.addf(p, "G1b", []int32{t, w}, "%s read key %s as %s, ending in %s, which %s appended before appending again to the same key: an intermediate state",
 				p.name(t), k, p.showList(read), p.in.showVal(read[n-1]), p.name(w))
 		}
@@ -324,25 +379,43 @@ func (p *parsed) checkReadElements(an *anomalies, t int32, m *mop, read []int64,
 // of key k. A read that contradicts the key's version order (reported by
 // versionConflicts) gets its wr edge only.
 func (p *parsed) readEdges(es []edge, t int32, k int32, ext []int64, vs *versions) []edge {
-	ext = dedup(ext)
 	order := vs.order[k]
+	if len(ext) <= len(order) && slices.Equal(ext, order[:len(ext)]) {
+		// A prefix of the order (the common case, and free of
+		// duplicates): the writers are known by position.
+		ow := vs.orderWriter[k]
+		if n := len(ext); n > 0 && ow[n-1] >= 0 {
+			es = append(es, edge{ow[n-1], t, wr})
+		}
+		if len(ext) < len(order) {
+			if w := ow[len(ext)]; w >= 0 {
+				es = append(es, edge{t, w, rw})
+			}
+		} else {
+			for _, w := range vs.unobserved[k] {
+				es = append(es, edge{t, w, rw})
+			}
+		}
+		return es
+	}
+	ext = dedup(ext)
 	if len(ext) > len(order) || !slices.Equal(ext, order[:len(ext)]) {
 		// Reported once per key by versionConflicts; no rw edge can be
 		// placed on a version order this read contradicts.
 		if len(ext) > 0 {
-			if w, ok := vs.writer[kv{k, ext[len(ext)-1]}]; ok {
+			if w, ok := vs.writer.get(kv{k, ext[len(ext)-1]}); ok {
 				es = append(es, edge{w, t, wr})
 			}
 		}
 		return es
 	}
 	if len(ext) > 0 {
-		if w, ok := vs.writer[kv{k, ext[len(ext)-1]}]; ok {
+		if w, ok := vs.writer.get(kv{k, ext[len(ext)-1]}); ok {
 			es = append(es, edge{w, t, wr})
 		}
 	}
 	if len(ext) < len(order) {
-		if w, ok := vs.writer[kv{k, order[len(ext)]}]; ok {
+		if w, ok := vs.writer.get(kv{k, order[len(ext)]}); ok {
 			es = append(es, edge{t, w, rw})
 		}
 	} else {
@@ -379,7 +452,7 @@ func (p *parsed) ownOrder(an *anomalies, vs *versions, future map[kv]bool) {
 			if m.kind != mAppend || reported[m.key] || future[kv{m.key, int64(ti)}] {
 				continue
 			}
-			pos, ok := vs.pos[kv{m.key, m.val}]
+			pos, ok := vs.pos.get(kv{m.key, m.val})
 			if !ok {
 				pos = -1
 			}
@@ -408,6 +481,17 @@ func stripOwn(read, mine []int64) []int64 {
 		n--
 	}
 	return read[:n]
+}
+
+// appendsAfter says whether a transaction appends to key k after its
+// micro-operation i.
+func appendsAfter(mops []mop, i int, k int32) bool {
+	for j := i + 1; j < len(mops); j++ {
+		if mops[j].kind == mAppend && mops[j].key == k {
+			return true
+		}
+	}
+	return false
 }
 
 // futureElement returns an element of a read at mop index i of key k
@@ -488,13 +572,13 @@ func (p *parsed) explainListEdge(a, b int32, r rel, vs *versions) string {
 			if m.kind != mAppend {
 				continue
 			}
-			pi, ok := vs.pos[kv{m.key, m.val}]
+			pi, ok := vs.pos.get(kv{m.key, m.val})
 			order := vs.order[m.key]
 			if !ok || int(pi)+1 >= len(order) {
 				continue
 			}
 			next := order[pi+1]
-			if w, ok := vs.writer[kv{m.key, next}]; ok && w == b {
+			if w, ok := vs.writer.get(kv{m.key, next}); ok && w == b {
 				return fmt.Sprintf("%s appended %s to key %s after %s appended %s", p.name(b), p.in.showVal(next), p.in.showKey(m.key), p.name(a), p.in.showVal(m.val))
 			}
 		}
@@ -520,7 +604,7 @@ func (p *parsed) explainListEdge(a, b int32, r rel, vs *versions) string {
 			}
 			read := p.list(m)
 			for j := len(read) - 1; j >= 0; j-- {
-				if w, ok := vs.writer[kv{m.key, read[j]}]; ok && w == a {
+				if w, ok := vs.writer.get(kv{m.key, read[j]}); ok && w == a {
 					return fmt.Sprintf("%s read key %s as %s, which holds %s, appended by %s", p.name(b), p.in.showKey(m.key), p.showList(read), p.in.showVal(read[j]), p.name(a))
 				}
 			}
@@ -540,10 +624,10 @@ func (p *parsed) explainListEdge(a, b int32, r rel, vs *versions) string {
 				}
 			}
 			for j := len(read); j < len(order); j++ {
-				if w, ok := vs.writer[kv{m.key, order[j]}]; ok && w == b {
+				if w, ok := vs.writer.get(kv{m.key, order[j]}); ok && w == b {
 					return fmt.Sprintf("%s read key %s as %s, which does not hold %s, appended by %s", p.name(a), p.in.showKey(m.key), p.showList(read), p.in.showVal(order[j]), p.name(b))
 				}
-				if w, ok := vs.writer[kv{m.key, order[j]}]; ok && w != a {
+				if w, ok := vs.writer.get(kv{m.key, order[j]}); ok && w != a {
 					break
 				}
 			}
@@ -557,7 +641,7 @@ func (p *parsed) appendOf(t int32, k int32, vs *versions) (int64, bool) {
 	for i := range p.txns[t].mops {
 		m := &p.txns[t].mops[i]
 		if m.kind == mAppend && m.key == k {
-			if _, seen := vs.pos[kv{k, m.val}]; !seen {
+			if _, seen := vs.pos.get(kv{k, m.val}); !seen {
 				return m.val, true
 			}
 		}
@@ -594,16 +678,16 @@ func (p *parsed) writers(an *anomalies, vs *versions, kind mopKind, dup, verb, p
 			}
 			x := kv{m.key, m.val}
 			if tx.typ == history.Fail {
-				vs.failed[x] = int32(t)
+				vs.failed.put(x, int32(t))
 				continue
 			}
-			if prev, seen := vs.writer[x]; seen {
+			if prev, seen := vs.writer.get(x); seen {
 				an.addf(p, dup, []int32{prev, int32(t)},
 					"%s and %s both %s %s to key %s: %s values must be unique, or no read can tell whose %s it saw",
 					p.name(prev), p.name(int32(t)), verb, p.in.showVal(m.val), p.in.showKey(m.key), participle, noun)
 				continue
 			}
-			vs.writer[x] = int32(t)
+			vs.writer.put(x, int32(t))
 			if v, ok := last[m.key]; ok {
 				intermediate[kv{m.key, v}] = true
 			}

@@ -18,7 +18,7 @@ type observation struct {
 // rwRegister analyses an rw-register history: the anomalies that need no
 // cycle, each key's version graph, and the ww, wr and rw edges it implies.
 func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
-	vs := &versions{writer: map[kv]int32{}, failed: map[kv]int32{}, succ: map[kv][]int64{}}
+	vs := &versions{succ: map[kv][]int64{}}
 	intermediate := p.writers(an, vs, mWrite, "duplicate-writes", "wrote", "written", "write")
 
 	// Version graph sources, each kept apart so that one that makes a
@@ -74,7 +74,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 					// Still a read of the database, as Elle takes every
 					// read: of an aborted or intermediate write, or of
 					// one that precedes this transaction.
-					if w, ok := vs.writer[kv{m.key, m.val}]; !ok || w != ti {
+					if w, ok := vs.writer.get(kv{m.key, m.val}); !ok || w != ti {
 						p.checkRegisterRead(an, ti, m, vs, intermediate)
 						if ok && !intermediate[kv{m.key, m.val}] {
 							es = append(es, edge{w, ti, wr})
@@ -97,7 +97,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			readKeys = append(readKeys, m.key)
 			p.checkRegisterRead(an, ti, m, vs, intermediate)
 			if m.val != nilVal && !intermediate[kv{m.key, m.val}] {
-				if w, ok := vs.writer[kv{m.key, m.val}]; ok && w != ti {
+				if w, ok := vs.writer.get(kv{m.key, m.val}); ok && w != ti {
 					es = append(es, edge{w, ti, wr})
 				}
 			}
@@ -108,11 +108,11 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 	}
 	// Only a transaction's last write of a key is a version of it: the
 	// others were never installed (reading one is G1b, reported above).
-	for x := range vs.writer {
+	vs.writer.each(func(x kv, _ int32) {
 		if !intermediate[x] {
 			initial = append(initial, vedge{x.k, nilVal, x.v})
 		}
-	}
+	})
 	if o.SequentialKeys || o.LinearizableKeys {
 		for k, obs := range perKey {
 			slices.SortFunc(obs, func(a, b observation) int { return int(p.txns[a.t].call - p.txns[b.t].call) })
@@ -184,9 +184,9 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			slices.Sort(bs)
 			bs = slices.Compact(bs)
 			vs.succ[kv{k, a}] = bs
-			wa, okA := vs.writer[kv{k, a}]
+			wa, okA := vs.writer.get(kv{k, a})
 			for _, b := range bs {
-				wb, okB := vs.writer[kv{k, b}]
+				wb, okB := vs.writer.get(kv{k, b})
 				if okA && okB {
 					es = append(es, edge{wa, wb, ww})
 				}
@@ -195,7 +195,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 	}
 	for i, r := range reads {
 		for _, b := range vs.succ[kv{readKeys[i], r.val}] {
-			if w, ok := vs.writer[kv{readKeys[i], b}]; ok {
+			if w, ok := vs.writer.get(kv{readKeys[i], b}); ok {
 				es = append(es, edge{r.t, w, rw})
 			}
 		}
@@ -247,10 +247,10 @@ func (p *parsed) checkRegisterRead(an *anomalies, t int32, m *mop, vs *versions,
 	}
 	x := kv{m.key, m.val}
 	k, v := p.in.showKey(m.key), p.in.showVal(m.val)
-	w, ok := vs.writer[x]
+	w, ok := vs.writer.get(x)
 	switch {
 	case !ok:
-		if f, failed := vs.failed[x]; failed {
+		if f, failed := vs.failed.get(x); failed {
 			an.addf(p, "G1a", []int32{t, f}, "%s read key %s = %s, written by %s which aborted", p.name(t), k, v, p.name(f))
 		} else {
 			an.addf(p, "garbage-read", []int32{t}, "%s read key %s = %s, but nobody wrote %s", p.name(t), k, v, v)
@@ -325,7 +325,7 @@ func (p *parsed) explainRegisterEdge(a, b int32, r rel, vs *versions) string {
 				continue
 			}
 			for _, w := range vs.succ[kv{m.key, m.val}] {
-				if wb, ok := vs.writer[kv{m.key, w}]; ok && wb == b {
+				if wb, ok := vs.writer.get(kv{m.key, w}); ok && wb == b {
 					return fmt.Sprintf("%s wrote key %s = %s, a version after %s, written by %s", p.name(b), p.in.showKey(m.key), p.in.showVal(w), p.in.showVal(m.val), p.name(a))
 				}
 			}
@@ -334,7 +334,7 @@ func (p *parsed) explainRegisterEdge(a, b int32, r rel, vs *versions) string {
 		for i := range tb.mops {
 			m := &tb.mops[i]
 			if m.kind == mRead && m.known {
-				if w, ok := vs.writer[kv{m.key, m.val}]; ok && w == a {
+				if w, ok := vs.writer.get(kv{m.key, m.val}); ok && w == a {
 					return fmt.Sprintf("%s read key %s = %s, written by %s", p.name(b), p.in.showKey(m.key), p.in.showVal(m.val), p.name(a))
 				}
 			}
@@ -346,7 +346,7 @@ func (p *parsed) explainRegisterEdge(a, b int32, r rel, vs *versions) string {
 				continue
 			}
 			for _, w := range vs.succ[kv{m.key, m.val}] {
-				if wb, ok := vs.writer[kv{m.key, w}]; ok && wb == b {
+				if wb, ok := vs.writer.get(kv{m.key, w}); ok && wb == b {
 					return fmt.Sprintf("%s read key %s = %s, and %s wrote %s, a later version", p.name(a), p.in.showKey(m.key), p.in.showVal(m.val), p.name(b), p.in.showVal(w))
 				}
 			}

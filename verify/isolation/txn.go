@@ -22,6 +22,7 @@ package isolation
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ipfence/ipfence/verify/history"
 )
@@ -51,7 +52,8 @@ type mop struct {
 	val int64
 	// For a read: known says the value was recorded (an ok completion);
 	// rw-register reads keep the value in val (nilVal for nil), list
-	// reads keep their elements in reads[start:start+n].
+	// reads their n elements at start in reads, or, when start is -1,
+	// as the first n of the key's list in keyLists (see parsed.list).
 	known bool
 	start int32
 	n     int32
@@ -144,7 +146,10 @@ func (in *interner) showKey(k int32) string { return history.Show(in.keyNames[k]
 type parsed struct {
 	workload string
 	txns     []txn
-	reads    []int64 // the elements of every list read, back to back
+	reads    []int64 // the elements of list reads, back to back
+	// keyLists holds, per key, the longest list of elements that the
+	// reads of it kept as a prefix (keepRead) have shown.
+	keyLists [][]int64
 	in       *interner
 	// value renders transaction t's value as the history has it (the
 	// completion's when it completed ok, else the invoke's), for reports;
@@ -265,6 +270,7 @@ func (p *parsed) mop(o *history.Op, j int, raw history.Value, out []history.Valu
 		for _, e := range elems {
 			p.reads = append(p.reads, p.in.val(e))
 		}
+		m.start = p.keepRead(m.key, m.start)
 	default:
 		valid := "append, r"
 		if p.workload == RWRegister {
@@ -276,7 +282,35 @@ func (p *parsed) mop(o *history.Op, j int, raw history.Value, out []history.Valu
 }
 
 // list returns a list read's elements.
-func (p *parsed) list(m *mop) []int64 { return p.reads[m.start : m.start+m.n] }
+func (p *parsed) list(m *mop) []int64 {
+	if m.start < 0 {
+		return p.keyLists[m.key][:m.n:m.n]
+	}
+	return p.reads[m.start : m.start+m.n : m.start+m.n]
+}
+
+// keepRead files the elements of a list read of key k, just appended to
+// p.reads at start, and returns where they are: start, or -1 for the
+// prefix of k's list in keyLists. Almost every read of a key shows a
+// prefix of the same list of appends, so storing each read's elements
+// took more memory than all else a million transactions need; a read
+// that is a prefix of the list, or extends it, is kept as its length.
+func (p *parsed) keepRead(k int32, start int32) int32 {
+	read := p.reads[start:]
+	for int(k) >= len(p.keyLists) {
+		p.keyLists = append(p.keyLists, nil)
+	}
+	l := p.keyLists[k]
+	switch {
+	case len(read) <= len(l) && slices.Equal(read, l[:len(read)]):
+	case len(read) > len(l) && slices.Equal(read[:len(l)], l):
+		p.keyLists[k] = append(l, read[len(l):]...)
+	default:
+		return start
+	}
+	p.reads = p.reads[:start]
+	return -1
+}
 
 // name renders a transaction for explanations: T and its operation's
 // index in the history: the completion's, as Elle names operations (the
