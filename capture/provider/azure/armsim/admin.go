@@ -45,14 +45,22 @@ type mutationJSON struct {
 func (s *Server) mutationsJSON() []mutationJSON {
 	ms := s.Mutations()
 	accepted := s.AcceptedTimes(ms)
+	// One reading of both clocks, and every time converted by its
+	// distance from it (exact between times that carry a monotonic
+	// reading): converting each alone reads the clocks again each time,
+	// and two moments that were one (the changes of one PUT) would come
+	// out some microseconds apart, in either order.
+	ref := time.Now()
+	refMono := monotime.Of(ref)
+	mono := func(t time.Time) int64 { return refMono + int64(t.Sub(ref)) }
 	out := make([]mutationJSON, len(ms))
 	for i, m := range ms {
 		out[i] = mutationJSON{
-			Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: monotime.Of(m.Time), Call: m.Call, NIC: m.NIC,
+			Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: mono(m.Time), Call: m.Call, NIC: m.NIC,
 			Epoch: m.Epoch, IdempotencyKey: m.IdempotencyKey, From: m.From, Enabled: m.Enabled,
 		}
 		if !accepted[i].IsZero() {
-			out[i].AcceptedMono = monotime.Of(accepted[i])
+			out[i].AcceptedMono = mono(accepted[i])
 		}
 		if m.Address.IsValid() {
 			out[i].Address = m.Address.String()

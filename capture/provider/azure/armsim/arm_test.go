@@ -533,4 +533,32 @@ func TestAdminMutationsShape(t *testing.T) {
 	if err := json.Unmarshal(raw, &ms); err != nil || len(ms) != 1 || ms[0].Address != netip.MustParseAddr("10.0.0.60") || ms[0].Epoch != 9 || ms[0].Call != capture.Assign {
 		t.Fatalf("as provider.Mutation: %+v %v", ms, err)
 	}
+	// Without a delay a change is visible when accepted: the two times
+	// are one moment and come out equal, not microseconds apart.
+	if err := sim.SetFaults(armsim.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	cur = etag(e.do("GET", e.nicPath("nic-b"), nil, nil))
+	if put := e.do("PUT", e.nicPath("nic-b"), nicBody("10.0.0.5", true), map[string]string{"If-Match": cur, armsim.HeaderEpoch: "10", armsim.HeaderAddress: "10.0.0.60"}); put.status != 200 {
+		t.Fatalf("PUT: %d %v", put.status, put.body)
+	}
+	var again []struct {
+		Call     string `json:"call"`
+		Mono     int64  `json:"mono"`
+		Accepted int64  `json:"acceptedMono"`
+	}
+	resp, err = http.Get(srv.URL + "/admin/mutations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&again)
+	resp.Body.Close()
+	if err != nil || len(again) != 3 {
+		t.Fatalf("record %+v %v, want the assign, the unassign and the forwarding change", again, err)
+	}
+	for _, m := range again[1:] {
+		if m.Mono != m.Accepted || m.Mono < after {
+			t.Fatalf("%s: visible at %d, accepted at %d: want one moment, after %d", m.Call, m.Mono, m.Accepted, after)
+		}
+	}
 }
