@@ -141,12 +141,30 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 	for i, p := range cfg.Peers {
 		peers[i] = federation.Peer{Name: p.Name, URL: p.URL}
 	}
+	// Under mutual TLS every event is signed by its origin with its
+	// certificate's key, so that a member cannot relay an event "from"
+	// another (the batch's sender is the only name the TLS handshake
+	// proves). Under HMAC every member holds the one secret: members are
+	// trusted alike.
+	var signer federation.Signer
+	if t := cfg.Federation.TLS; t != nil {
+		keys, err := auth.LoadEventKeys(t.CertFile, t.KeyFile, t.CAFile)
+		if err != nil {
+			d.st.Close()
+			return nil, err
+		}
+		if keys.Node() != cfg.Name {
+			d.st.Close()
+			return nil, fmt.Errorf("federation tls: the certificate %s names %q, but this node is %q", t.CertFile, keys.Node(), cfg.Name)
+		}
+		signer = keys
+	}
 	d.fed, err = federation.Open(federation.Config{
 		Node: cfg.Name, Peers: peers, Path: filepath.Join(cfg.DataDir, "federation.db"),
 		Client: client, Clock: d.now, Heartbeat: cfg.Timing.HeartbeatInterval,
 		Timing: federation.Timing{TTL: cfg.Timing.HeartbeatTTL, PromotionHold: cfg.Timing.PromotionHold},
 		Logger: d.log, OnChange: func() { d.wake.Publish(struct{}{}) },
-		Keys: configuredKeys(cfg), RequireSender: true, RejoinFrom: opts.RejoinFrom,
+		Keys: configuredKeys(cfg), RequireSender: true, RejoinFrom: opts.RejoinFrom, Signer: signer,
 	})
 	if err != nil {
 		d.st.Close()

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/capture/federation"
 	"github.com/ipfence/ipfence/internal/testpki"
 )
 
@@ -203,6 +205,21 @@ func TestMutualTLSBindsSenders(t *testing.T) {
 	if code, _ := c.call(c.client("operator", c.opKey, "n2"), 0, http.MethodPost, fed, forgedDrain("n2", "n2", "n1")); code != http.StatusForbidden {
 		t.Fatalf("the operator on the federation: %d", code)
 	}
+	// n2 relaying an event "from" n3: unsigned, signed by n2's own key,
+	// and a real signature of n3's... that n2 altered. Each is refused at
+	// the door: the batch's sender is n2, but only n3 can sign as n3.
+	forged := signedAs(t, c, "n2", federation.Event{Origin: "n3", Seq: 78, Lamport: 78, Time: 1, Kind: federation.Drain, Subject: "n1"})
+	unsigned := forged
+	unsigned.Key, unsigned.Sig = "", nil
+	altered := signedAs(t, c, "n3", federation.Event{Origin: "n3", Seq: 79, Lamport: 79, Time: 1, Kind: federation.Drain, Subject: "n2"})
+	altered.Subject = "n1"
+	certs := map[string][]byte{forged.Key: certOf(t, c, "n2"), altered.Key: certOf(t, c, "n3")}
+	for what, e := range map[string]federation.Event{"signed by n2": forged, "unsigned": unsigned, "altered": altered} {
+		b, _ := json.Marshal(federation.Batch{From: "n2", Events: []federation.Event{e}, Certs: certs})
+		if code, body := c.call(c.client("n2", nil, ""), 0, http.MethodPost, fed, string(b)); code != http.StatusBadRequest || !strings.Contains(body, "signature") {
+			t.Fatalf("n2 relaying a drain %s as n3's: %d %s", what, code, body)
+		}
+	}
 	if c.drained("n1") {
 		t.Fatal("a refused request drained n1")
 	}
@@ -221,6 +238,7 @@ func TestMutualTLSBindsSenders(t *testing.T) {
 	_, metrics := c.call(c.client("n2", nil, ""), 0, http.MethodGet, "/metrics", "")
 	for _, want := range []string{
 		`ipfence_federation_refused_events_total{reason="forged-sender"} 1`,
+		`ipfence_federation_refused_events_total{reason="bad-signature"} 3`,
 		`ipfence_rejected_requests_total{reason="not-a-peer"} 4`,
 		`ipfence_synced 1`,
 	} {
@@ -257,3 +275,27 @@ func TestOperatorSecretIsApartFromTheFederation(t *testing.T) {
 }
 
 const federationPath = "/v1/federation/events"
+
+// signedAs signs e with node's certificate's key, as its origin would.
+func signedAs(t *testing.T, c *idCluster, node string, e federation.Event) federation.Event {
+	t.Helper()
+	keys, err := auth.LoadEventKeys(c.nodeCert[node][0], c.nodeCert[node][1], c.ca.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Key = keys.KeyID()
+	if e.Sig, err = keys.Sign(e.SignedBytes()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// certOf is node's certificate, DER.
+func certOf(t *testing.T, c *idCluster, node string) []byte {
+	t.Helper()
+	keys, err := auth.LoadEventKeys(c.nodeCert[node][0], c.nodeCert[node][1], c.ca.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys.Cert()
+}

@@ -60,7 +60,7 @@ const (
 )
 
 // refusalReasons lists every reason, for counters that start at zero.
-var refusalReasons = []string{RefusedMalformed, RefusedOrigin, RefusedOwn, RefusedSubject, RefusedKey, RefusedBounds, RefusedJump, RefusedSender}
+var refusalReasons = []string{RefusedMalformed, RefusedOrigin, RefusedOwn, RefusedSubject, RefusedKey, RefusedBounds, RefusedJump, RefusedSender, RefusedSignature}
 
 // Limits are what the door knows: the cluster, the capture keys of the
 // configuration, and the jump window.

@@ -56,6 +56,11 @@ type Event struct {
 	Record *capture.EpochRecord `json:"record,omitempty"`
 	// Held is, for a status, the capture keys the origin holds.
 	Held []string `json:"held,omitempty"`
+	// Key and Sig are, with a Signer (mutual TLS), the id of the
+	// origin's certificate and the origin's signature of every other
+	// field (see sign.go).
+	Key string `json:"key,omitempty"`
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // ID names the event uniquely: origin/seq.
@@ -105,6 +110,9 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("event %s has no seq", e.ID())
 	case e.Subject == "" && e.Kind != Heartbeat && e.Kind != Status:
 		return fmt.Errorf("event %s (%s) has no subject", e.ID(), e.Kind)
+	}
+	if err := e.validSignatureFields(); err != nil {
+		return err
 	}
 	switch e.Kind {
 	case Heartbeat, Drain, Undrain, Status:

@@ -72,6 +72,10 @@ type Config struct {
 	// synced, however few they are (when a majority lost its state; see
 	// the README's ipfence serve).
 	RejoinFrom []string
+	// Signer, when set, signs this node's events and refuses every
+	// event of another node that its origin did not sign (see sign.go).
+	// The daemon sets it under mutual TLS.
+	Signer Signer
 }
 
 // Path of the federation endpoint on every node.
@@ -95,6 +99,9 @@ type Records struct {
 	// this, peers that pulled before and after the first one synced would
 	// each wait for the other.
 	Genesis map[string]string `json:"genesis,omitempty"`
+	// Certs are the certificates the events are signed under, by key id
+	// (with a Signer).
+	Certs map[string][]byte `json:"certs,omitempty"`
 }
 
 // maxRecords bounds the answer to a pull that a node reads.
@@ -104,6 +111,9 @@ const maxRecords = 64 << 20
 type Batch struct {
 	From   string  `json:"from"`
 	Events []Event `json:"events"`
+	// Certs are the certificates the events are signed under, by key id
+	// (with a Signer).
+	Certs map[string][]byte `json:"certs,omitempty"`
 }
 
 // maxBatch bounds the events in one request.
@@ -127,8 +137,11 @@ type Node struct {
 	log   *slog.Logger
 	nodes []string // this node and its peers, sorted
 
-	mu       sync.Mutex
-	state    *State
+	mu    sync.Mutex
+	state *State
+	// certs are the certificates learned (with a Signer), by key id:
+	// passed on with the events that name them.
+	certs    map[string][]byte
 	seq      uint64 // last number used
 	reserved uint64 // numbers up to this are reserved on disk
 	first    int64  // time of this process's first heartbeat
@@ -199,7 +212,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger, state: NewState(), outbox: map[string]map[string]bool{},
 		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{},
 		hbAt: map[uint64]time.Time{}, heardBy: map[string]time.Time{}, stats: map[string]*PeerStats{},
-		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}}
+		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}, certs: map[string][]byte{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -225,9 +238,36 @@ func Open(cfg Config) (*Node, error) {
 	lim := n.limits()
 	dropped := 0
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bEvents, bOutbox, bMeta} {
+		for _, b := range [][]byte{bEvents, bOutbox, bMeta, bCerts} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
+			}
+		}
+		if cfg.Signer != nil {
+			// Certificates learned before, to pass on with the events
+			// that name them; one that no longer chains (the CA
+			// changed) is forgotten.
+			// This node's own certificate is kept too: after a new one
+			// is issued, its older events still name the old one.
+			if err := tx.Bucket(bCerts).Put([]byte(cfg.Signer.KeyID()), cfg.Signer.Cert()); err != nil {
+				return err
+			}
+			var bad [][]byte
+			err := tx.Bucket(bCerts).ForEach(func(k, v []byte) error {
+				if id, err := cfg.Signer.Learn(v); err != nil || id != string(k) {
+					bad = append(bad, bytes.Clone(k))
+					return nil
+				}
+				n.certs[string(k)] = bytes.Clone(v)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, k := range bad {
+				if err := tx.Bucket(bCerts).Delete(k); err != nil {
+					return err
+				}
 			}
 		}
 		meta := tx.Bucket(bMeta)
@@ -425,6 +465,10 @@ func (n *Node) EmitMany(kind Kind, subjects []string, fill func(int, *Event)) ([
 			n.mu.Unlock()
 			return nil, fmt.Errorf("epoch %d of %s is out of bounds", e.Record.Epoch, subject)
 		}
+		if err := n.sign(&e); err != nil {
+			n.mu.Unlock()
+			return nil, err
+		}
 		events[i] = e
 	}
 	_, err := n.applyLocked(events, "", true)
@@ -571,6 +615,10 @@ func (n *Node) Receive(b Batch) (applied, refused int, err error) {
 		n.mu.Unlock()
 		return 0, len(b.Events), fmt.Errorf("batch from %q, which is not a peer: %w", b.From, ErrAllRefused)
 	}
+	if err := n.learnCerts(b.Certs, b.From); err != nil {
+		n.mu.Unlock()
+		return 0, 0, err
+	}
 	ok := make([]Event, 0, len(b.Events))
 	var firstErr error
 	for i := range b.Events {
@@ -581,7 +629,11 @@ func (n *Node) Receive(b Batch) (applied, refused int, err error) {
 			// own event newer than this node's is refused by Check.
 			continue
 		}
-		if reason, err := n.state.Check(e, n.limits()); reason != "" {
+		reason, err := n.state.Check(e, n.limits())
+		if reason == "" {
+			reason, err = n.verify(e)
+		}
+		if reason != "" {
 			n.refuse(reason, err, b.From)
 			refused++
 			if firstErr == nil {
@@ -784,7 +836,8 @@ func (n *Node) Handler() http.Handler {
 func (n *Node) records() Records {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return Records{Node: n.cfg.Node, Incarnation: n.incarnation, Synced: n.synced, Lamport: n.state.lamport, Events: n.state.Events(), Genesis: n.genesis}
+	evs := n.state.Events()
+	return Records{Node: n.cfg.Node, Incarnation: n.incarnation, Synced: n.synced, Lamport: n.state.lamport, Events: evs, Genesis: n.genesis, Certs: n.certsFor(evs)}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -995,6 +1048,7 @@ func (n *Node) deliver(ctx context.Context, p Peer) (int, error) {
 			b.Events = append(b.Events, e)
 		}
 	}
+	b.Certs = n.certsFor(b.Events)
 	n.mu.Unlock()
 	if len(b.Events) == 0 {
 		return 0, nil
@@ -1261,12 +1315,20 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		n.mu.Unlock()
 		return fmt.Errorf("records of %s: asked by incarnation %s, which has since lost its state", p.Name, asked)
 	}
+	if err := n.learnCerts(rec.Certs, p.Name); err != nil {
+		n.mu.Unlock()
+		return err
+	}
 	lim := n.limits()
 	lim.MaxJump = MaxValue
 	var ok []Event
 	ownSeq := n.seq
 	for i := range rec.Events {
 		e := &rec.Events[i]
+		if reason, err := n.verify(e); reason != "" {
+			n.refuse(reason, fmt.Errorf("in %s's records: %w", p.Name, err), p.Name)
+			continue
+		}
 		if e.Origin == n.cfg.Node {
 			// Own events of an earlier incarnation: not refused, but
 			// checked like any other.

@@ -25,6 +25,8 @@ type cluster struct {
 	cut map[[2]string]bool
 	// changes counts OnChange calls per node.
 	changes map[string]*atomic.Int64
+	// signers, when set, sign each node's events (see sign_test.go).
+	signers map[string]Signer
 }
 
 // cutTransport fails requests on cut links.
@@ -45,7 +47,12 @@ func (ct cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func newCluster(t *testing.T, names ...string) *cluster {
-	c := &cluster{t: t, dir: t.TempDir(), nodes: map[string]*Node{}, srv: map[string]*httptest.Server{},
+	return newClusterSigned(t, nil, names...)
+}
+
+// newClusterSigned is newCluster with each node's Signer.
+func newClusterSigned(t *testing.T, signers map[string]Signer, names ...string) *cluster {
+	c := &cluster{signers: signers, t: t, dir: t.TempDir(), nodes: map[string]*Node{}, srv: map[string]*httptest.Server{},
 		cut: map[[2]string]bool{}, changes: map[string]*atomic.Int64{}}
 	// Servers first, so that every node knows every URL.
 	handlers := map[string]*handlerSwitch{}
@@ -93,7 +100,7 @@ func (c *cluster) start(name string, names []string, sw *handlerSwitch) {
 		Node: name, Peers: peers, Path: filepath.Join(c.dir, name+".db"),
 		Client:    &http.Client{Transport: toHeader{cutTransport{c, name}, c}},
 		Heartbeat: 20 * time.Millisecond, Timing: Timing{TTL: 100 * time.Millisecond},
-		OnChange: func() { counter.Add(1) },
+		OnChange: func() { counter.Add(1) }, Signer: c.signers[name],
 	})
 	if err != nil {
 		c.t.Fatal(err)
