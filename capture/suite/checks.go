@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -278,7 +279,7 @@ func failover(col *collected) checker.Checker {
 				}
 			}
 			for addr, h := range holder {
-				if h != nic(f.node) {
+				if nodeOf(h) != f.node {
 					continue
 				}
 				moved := false
@@ -335,8 +336,22 @@ func ownerHistory(col *collected) func(r *checker.Run) ([]history.Event, error) 
 		}
 		out := make([]history.Event, 0, len(reads)+2*len(col.mutations))
 		i := 0
-		for _, m := range col.mutations {
-			t := mutationTime(m, r.StartMono)
+		// Each mutation goes where the clients' reads could first see
+		// it: its visibility in the record, or, on ARM, whose reads show
+		// a PUT's NIC from its acceptance, its acceptance. The order is
+		// the record's either way (ARM makes changes visible in the
+		// order it accepted them); the stable sort keeps it so when two
+		// share a time.
+		ms := slices.Clone(col.mutations)
+		readAt := func(m mutationRecord) int64 {
+			if m.Accepted != 0 {
+				return m.Accepted - r.StartMono
+			}
+			return mutationTime(m, r.StartMono)
+		}
+		slices.SortStableFunc(ms, func(a, b mutationRecord) int { return cmp.Compare(readAt(a), readAt(b)) })
+		for _, m := range ms {
+			t := readAt(m)
 			// A mutation goes after every client event recorded at or
 			// before its time.
 			for i < len(reads) && reads[i].Time <= t {

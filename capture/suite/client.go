@@ -9,9 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
-	"github.com/ipfence/ipfence/capture/provider/aws"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
 	"github.com/ipfence/ipfence/verify/harness"
 )
@@ -22,8 +19,9 @@ const opTimeout = 3 * time.Second
 // client runs the capture workload's operations for one process:
 //
 //	read     {"address": A} → {"address": A, "holder": NIC or nil}: where the
-//	         provider says A is, through the EC2 API (the AWS SDK and the
-//	         driver the nodes use)
+//	         provider says A is, through the cloud's API (its SDK and the
+//	         driver the nodes use: EC2's DescribeNetworkInterfaces, ARM's
+//	         list of NICs, OCI's ListPrivateIps and GetVnic)
 //	drain    {"node": N}, sent to the client's node: N must give up its
 //	         addresses
 //	undrain  {"node": N}, likewise: N may take them back
@@ -31,21 +29,15 @@ const opTimeout = 3 * time.Second
 type client struct {
 	c    *cluster
 	node string
-	ec2  *aws.Driver
+	read reader
 }
 
 func (cl *client) Open(ctx context.Context, node string) (harness.Client, error) {
-	d, err := aws.New(ctx, aws.Options{
-		Region: "us-east-1", Endpoint: cl.c.sim,
-		Credentials: credentials.NewStaticCredentialsProvider("harness", "harness", ""),
-		// One attempt: a read that fails changed nothing and is recorded
-		// as fail; retrying here would only hide the provider's faults.
-		ReadAttempts: 1,
-	})
+	d, err := cl.c.openReader(ctx, node)
 	if err != nil {
 		return nil, err
 	}
-	return &client{c: cl.c, node: node, ec2: d}, nil
+	return &client{c: cl.c, node: node, read: d}, nil
 }
 
 func (cl *client) Setup(context.Context) error    { return nil }
@@ -62,7 +54,7 @@ func (cl *client) Invoke(ctx context.Context, op harness.Op) harness.Completion 
 		if err != nil {
 			return harness.Fail(op.Value, fmt.Sprintf("bad address %q", a))
 		}
-		obs, err := cl.ec2.Describe(ctx, addr)
+		obs, err := cl.read.Describe(ctx, addr)
 		if err != nil {
 			// A read changes nothing, so a failed one certainly did not
 			// happen.

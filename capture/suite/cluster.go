@@ -66,15 +66,20 @@ type cluster struct {
 	// mounts are the tmpfs data folders of the disk nemesis.
 	mounts []string
 
+	// cloud is the simulated cloud (one of Clouds); admin reaches its
+	// simulator's admin API (trusting its certificate, for the TLS
+	// dialects); env is what the nodes' environment adds for the cloud's
+	// SDK (cloud.go).
+	cloud string
+	admin *http.Client
+	env   []string
+	// The OCI API key the nodes and clients sign with (PEM, and its
+	// fingerprint), and the subnet OCID the simulator made.
+	ociKey, ociFingerprint, ociSubnet string
+
 	mu   sync.Mutex
 	logs map[string]*os.File
 }
-
-// nic is node's NIC at the simulator.
-func nic(node string) string { return "eni-" + node }
-
-// nodeOf maps a NIC back to its node; "" for none.
-func nodeOf(nicID string) string { return strings.TrimPrefix(nicID, "eni-") }
 
 // clusterOptions say how to build a cluster.
 type clusterOptions struct {
@@ -87,13 +92,18 @@ type clusterOptions struct {
 	// disks mounts a tmpfs as each node's data folder, for the disk
 	// nemesis.
 	disks bool
+	// cloud is one of Clouds ("" means aws).
+	cloud string
 }
 
 // startCluster starts the simulator and the nodes and waits until every
 // node serves. On error it stops whatever it started.
 func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error) {
 	c = &cluster{bin: o.bin, dir: o.dir, unfenced: o.unfenced, endpoints: map[string]string{}, listens: map[string]string{},
-		lns: map[string]*net.TCPListener{}, logs: map[string]*os.File{}}
+		lns: map[string]*net.TCPListener{}, logs: map[string]*os.File{}, cloud: o.cloud, admin: http.DefaultClient}
+	if c.cloud == "" {
+		c.cloud = "aws"
+	}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -119,16 +129,18 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 		}
 		simListen = net.JoinHostPort(c.ns.HostIP(), "0")
 	}
-	nics := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		nics[i] = nic(n)
+	if err := c.prepareCloud(); err != nil {
+		return c, err
 	}
-	simURL, cmd, err := c.spawn(ctx, "cloudsim", nil, nil, "cloudsim", "--listen", simListen, "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
+	simURL, cmd, err := c.spawn(ctx, "cloudsim", nil, nil, c.simArgs(simListen)...)
 	if err != nil {
 		return c, err
 	}
 	c.sim = simURL
 	c.Add("cloudsim", cmd)
+	if err := c.cloudStarted(ctx); err != nil {
+		return c, err
+	}
 
 	// Where each node listens, and the address every other node dials to
 	// reach it: through the harness's proxy for that link, or directly in
@@ -197,8 +209,7 @@ func (c *cluster) config(n string, peerAddr map[[2]string]string) string {
 			fmt.Fprintf(&b, "  - name: %s\n    url: http://%s\n", p, peerAddr[[2]string{n, p}])
 		}
 	}
-	fmt.Fprintf(&b, "federation:\n  secret_file: %s\nproviders:\n  sim:\n    type: cloudsim\n    endpoint: %s\n",
-		filepath.Join(c.dir, "secret"), c.sim)
+	fmt.Fprintf(&b, "federation:\n  secret_file: %s\nproviders:\n%s", filepath.Join(c.dir, "secret"), c.providerYAML())
 	b.WriteString("pools:\n  - name: web\n    provider: sim\n    group: g1\n    addresses: [")
 	for i, a := range c.addrs {
 		if i > 0 {
@@ -208,7 +219,7 @@ func (c *cluster) config(n string, peerAddr map[[2]string]string) string {
 	}
 	b.WriteString("]\n    members:\n")
 	for i, m := range c.nodes {
-		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: %s}\n", m, i+1, nic(m))
+		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: %s}\n", m, i+1, c.nic(m))
 	}
 	b.WriteString("approval:\n  auto: true\n  providers: [\"*\"]\n  kinds: [\"*\"]\n  cidrs: [\"10.0.0.0/16\"]\n  max_per_run: 100000\n")
 	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n  deprovision_hold: %s\n",
@@ -229,6 +240,9 @@ func (c *cluster) spawn(ctx context.Context, name string, nodeNS *string, extra 
 	}
 	cmd.Dir = c.dir
 	cmd.ExtraFiles = extra
+	if nodeNS != nil {
+		cmd.Env = c.nodeEnv(*nodeNS)
+	}
 	c.mu.Lock()
 	logf := c.logs[name]
 	if logf == nil {
@@ -370,24 +384,28 @@ func (c *cluster) healthz(ctx context.Context, n string) (int, string) {
 }
 
 // mutationRecord is a simulator record entry as the admin API shows it.
+// Accepted is ARM's: when it accepted the change, from which its reads
+// showed it (armsim.AcceptedTimes); 0 from the other dialects, whose
+// reads follow the record.
 type mutationRecord struct {
-	Mono    int64  `json:"mono"`
-	Call    string `json:"call"`
-	NIC     string `json:"nic"`
-	Address string `json:"address"`
-	Epoch   uint64 `json:"epoch"`
-	From    string `json:"from"`
-	Enabled bool   `json:"enabled"`
+	Mono     int64  `json:"mono"`
+	Accepted int64  `json:"acceptedMono,omitempty"`
+	Call     string `json:"call"`
+	NIC      string `json:"nic"`
+	Address  string `json:"address"`
+	Epoch    uint64 `json:"epoch"`
+	From     string `json:"from"`
+	Enabled  bool   `json:"enabled"`
 }
 
 // simGet reads a simulator admin path into out.
 func (c *cluster) simGet(ctx context.Context, path string, out any) error {
-	return jsonhttp.Do(ctx, http.DefaultClient, http.MethodGet, c.sim+path, nil, out)
+	return jsonhttp.Do(ctx, c.admin, http.MethodGet, c.sim+path, nil, out)
 }
 
 // simSend sends a simulator admin request with a JSON body.
 func (c *cluster) simSend(ctx context.Context, method, path string, body any) error {
-	return jsonhttp.Do(ctx, http.DefaultClient, method, c.sim+path, body, nil)
+	return jsonhttp.Do(ctx, c.admin, method, c.sim+path, body, nil)
 }
 
 // stop stops every process (with SIGCONT in case one is paused), closes

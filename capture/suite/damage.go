@@ -221,18 +221,13 @@ func (c *cluster) waitOff(ctx context.Context, n string, d time.Duration) bool {
 // holding counts the addresses on each node's NIC at the provider; nil
 // when the provider does not answer.
 func (c *cluster) holding(ctx context.Context) map[string]int {
-	var state struct {
-		NICs []struct {
-			ID        string   `json:"id"`
-			Secondary []string `json:"secondaryIps"`
-		} `json:"nics"`
-	}
-	if err := c.simGet(ctx, "/admin/state", &state); err != nil {
+	placed, err := c.placement(ctx)
+	if err != nil {
 		return nil
 	}
 	count := map[string]int{}
-	for _, n := range state.NICs {
-		count[nodeOf(n.ID)] += len(n.Secondary)
+	for _, n := range placed {
+		count[n]++
 	}
 	return count
 }

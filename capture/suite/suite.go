@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -71,8 +72,10 @@ type Options struct {
 	Netns bool
 	// UnsafeDisableFence starts the nodes with the planted bug.
 	UnsafeDisableFence bool
-	// Provider is "cloud" (the default: the cloud simulator) or "onprem"
-	// (proxy-ARP under keepalived in an L2 lab; needs Netns).
+	// Provider is one of Clouds ("aws", the default, "azure", "oci":
+	// the cloud simulator's dialect and the driver of that cloud's SDK;
+	// "cloud" is another name for "aws") or "onprem" (proxy-ARP under
+	// keepalived in an L2 lab; needs Netns).
 	Provider string
 	// Command is the command line to write beside the history.
 	Command []string
@@ -159,12 +162,15 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	switch o.Provider {
-	case "", "cloud":
-	case "onprem":
+	cloud := o.Provider
+	switch {
+	case cloud == "" || cloud == CloudAlias:
+		cloud = Clouds[0]
+	case slices.Contains(Clouds, cloud):
+	case cloud == "onprem":
 		return runOnPrem(ctx, o)
 	default:
-		return nil, fmt.Errorf("--provider: %q is not cloud or onprem", o.Provider)
+		return nil, fmt.Errorf("--provider: %q is not one of %s, %s (another name for %s) or onprem", o.Provider, strings.Join(Clouds, ", "), CloudAlias, Clouds[0])
 	}
 	dir, err := harness.NewRunDir(o.Store, "capture", time.Now())
 	if err != nil {
@@ -175,7 +181,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		return nil, err
 	}
 	c, err := startCluster(ctx, clusterOptions{bin: absBin, dir: dir, nodes: o.Nodes, addrs: o.Addresses, unfenced: o.UnsafeDisableFence,
-		netns: o.Netns, disks: slices.Contains(o.Nemesis, "disk")})
+		netns: o.Netns, disks: slices.Contains(o.Nemesis, "disk"), cloud: cloud})
 	if err != nil {
 		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting the cluster: %w", err)
 	}
@@ -441,14 +447,8 @@ func clockChoice(nodes []string) nemesis.Choose {
 	}
 }
 
-// providerFaults are what the provider nemesis does, by name: the
-// simulator's faults (see cloudsim.Faults).
-var providerFaults = map[string]any{
-	"errors":      map[string]any{"errors": map[string]any{"*": []any{map[string]any{"code": "Unavailable", "rate": 0.3}, map[string]any{"code": "RequestLimitExceeded", "rate": 0.1}}}},
-	"latency":     map[string]any{"latency": "400ms"},
-	"remap-delay": map[string]any{"remapDelay": "1s"},
-}
-
+// providerKinds are what the provider nemesis does, by name; each
+// cloud's simulator does it in its own faults (cloudFaults).
 var providerKinds = []string{"errors", "latency", "remap-delay"}
 
 func providerChoice(r *gen.Rand) any {
@@ -462,7 +462,7 @@ func providerFault(c *cluster) nemesis.Fault {
 		Start: func(ctx context.Context, v any) (string, error) {
 			m, _ := v.(map[string]any)
 			kind, _ := m["kind"].(string)
-			f, ok := providerFaults[kind]
+			f, ok := cloudFaults[c.cloud][kind]
 			if !ok {
 				return "", fmt.Errorf("provider fault %q is not one of %s", kind, strings.Join(providerKinds, ", "))
 			}
@@ -527,20 +527,11 @@ func (c *cluster) settled(ctx context.Context) (desired, actual map[string]strin
 			desired[a.Address] = a.DesiredHolder
 		}
 	}
-	var state struct {
-		NICs []struct {
-			ID        string   `json:"id"`
-			Secondary []string `json:"secondaryIps"`
-		} `json:"nics"`
-	}
-	if err := c.simGet(ctx, "/admin/state", &state); err != nil {
+	placed, err := c.placement(ctx)
+	if err != nil {
 		return desired, actual, false, err
 	}
-	for _, n := range state.NICs {
-		for _, a := range n.Secondary {
-			actual[a] = nodeOf(n.ID)
-		}
-	}
+	maps.Copy(actual, placed)
 	for _, a := range c.addrs {
 		if desired[a.String()] == "" || actual[a.String()] != desired[a.String()] {
 			ok = false

@@ -21,6 +21,12 @@ import (
 // the seed: 3 nodes, 60 s, every nemesis.
 func runDefault(t *testing.T, unfenced bool) (map[string]checker.Result, *harness.Outcome) {
 	t.Helper()
+	return runDefaultOn(t, "", unfenced)
+}
+
+// runDefaultOn is runDefault with --provider: "" (aws) or another cloud.
+func runDefaultOn(t *testing.T, cloud string, unfenced bool) (map[string]checker.Result, *harness.Outcome) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the 60 s capture test")
 	}
@@ -30,9 +36,13 @@ func runDefault(t *testing.T, unfenced bool) (map[string]checker.Result, *harnes
 			t.Logf("nemesis %s left out: it needs root (%s)", k, why)
 		}
 	}
+	command := []string{"ipfence", "test", "capture", "--seed", "1"}
+	if cloud != "" {
+		command = append(command, "--provider", cloud)
+	}
 	out, err := Run(t.Context(), Options{
 		Binary: testenv.Binary(t), Nemesis: kinds, Seed: 1, Store: t.TempDir(), UnsafeDisableFence: unfenced,
-		Command: []string{"ipfence", "test", "capture", "--seed", "1"},
+		Provider: cloud, Command: command,
 	})
 	if err != nil {
 		t.Fatal(err)

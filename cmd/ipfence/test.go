@@ -86,7 +86,7 @@ func splitKinds(s string) []string {
 }
 
 func runTestCapture(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("test capture", "test capture [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
+	fs, level := flagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
 	nodes := fs.Int("nodes", 3, "number of ipfence serve nodes, 2 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
 	nem := fs.String("nemesis", strings.Join(defaultNemeses, ","), nemesisHelp())
@@ -95,7 +95,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	store := fs.String("store", "store", "folder the run is saved under, as DIR/capture/<time>/")
 	netMode := fs.String("net", "proxy", "how partitions cut links: proxy (a TCP proxy on every node-to-node link,\nunprivileged) or netns (network namespaces and nftables; root)")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "start the nodes with the gate turned off: the planted bug the test must catch")
-	prov := fs.String("provider", "cloud", "cloud (the cloud simulator) or onprem (proxy-ARP under keepalived in an L2 lab of\nnetwork namespaces; needs --net netns and root; nemeses: "+strings.Join(suite.OnPremNemeses, ",")+")")
+	prov := fs.String("provider", "aws", "aws (the cloud simulator's EC2 dialect, the AWS driver), azure (its ARM dialect, the Azure\ndriver), oci (its OCI dialect, the OCI driver); cloud is another name for aws; or onprem\n(proxy-ARP under keepalived in an L2 lab of network namespaces; needs --net netns and root;\nnemeses: "+strings.Join(suite.OnPremNemeses, ",")+")")
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -118,9 +118,9 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	kinds := splitKinds(*nem)
 	nemSet := false
 	fs.Visit(func(f *flag.Flag) { nemSet = nemSet || f.Name == "nemesis" })
-	switch *prov {
-	case "cloud":
-	case "onprem":
+	switch {
+	case *prov == suite.CloudAlias || slices.Contains(suite.Clouds, *prov):
+	case *prov == "onprem":
 		if !nemSet {
 			kinds = suite.OnPremNemeses
 		}
@@ -128,7 +128,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 			return fail("--provider onprem needs --net netns: its hosts are network namespaces on one L2 segment")
 		}
 	default:
-		return fail("--provider: %q is not cloud or onprem", *prov)
+		return fail("--provider: %q is not one of %s, %s (another name for %s) or onprem", *prov, strings.Join(suite.Clouds, ", "), suite.CloudAlias, suite.Clouds[0])
 	}
 	if *netMode != "proxy" && *netMode != "netns" {
 		return fail("--net: %q is not proxy or netns", *netMode)

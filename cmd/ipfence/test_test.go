@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "capture", "--time-limit", "3s", "--store", store}, "--time-limit must be at least 10s"},
 		{[]string{"test", "capture", "--concurrency", "-2", "--store", store}, "--concurrency must be from 1 to 1000, not -2"},
 		{[]string{"test", "capture", "--seed", "x"}, `ipfence test capture: --seed: "x" is not a whole number`},
-		{[]string{"test", "capture", "--provider", "gcp"}, `--provider: "gcp" is not cloud or onprem`},
+		{[]string{"test", "capture", "--provider", "gcp"}, `--provider: "gcp" is not one of aws, azure, oci, cloud (another name for aws) or onprem`},
 		{[]string{"test", "capture", "--provider", "onprem"}, "--provider onprem needs --net netns"},
 	}
 	for _, c := range cases {
@@ -96,6 +97,59 @@ func TestTestCaptureRuns(t *testing.T) {
 	cmdLine, _ := os.ReadFile(filepath.Join(dir, "command"))
 	if got := strings.TrimSpace(string(cmdLine)); got != "ipfence test capture --time-limit 12s --nemesis kill,pause --seed 7 --store "+store {
 		t.Fatalf("command file %q", got)
+	}
+}
+
+// --provider azure and --provider oci as a user types them, shortened:
+// the nodes run the cloud's driver on the simulator's dialect, the run is
+// valid under kills and the provider's faults, and with the planted bug
+// the same command says INVALID, names the stale actions on the cloud's
+// NICs and exits 1.
+func TestTestCaptureOnEachCloud(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs capture tests of 12 s and 20 s on each cloud")
+	}
+	bin := testenv.Binary(t)
+	for _, tc := range []struct{ cloud, nicPrefix string }{{"azure", "nic-n"}, {"oci", "ocid1.vnic.oc1.iad.n"}} {
+		t.Run(tc.cloud, func(t *testing.T) {
+			store := t.TempDir()
+			out, err := exec.Command(bin, "test", "capture", "--provider", tc.cloud, "--time-limit", "12s", "--nemesis", "kill,provider", "--seed", "7", "--store", store).Output()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			text := string(out)
+			for _, want := range []string{"single holder   true", "fence           true    stale actions executed 0", "linearizable    true", "\nVALID  " + store + "/capture/"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("output lacks %q:\n%s", want, text)
+				}
+			}
+			dir, err := filepath.EvalSymlinks(filepath.Join(store, "capture", "latest"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg, err := os.ReadFile(filepath.Join(dir, "n1.yaml")); err != nil || !strings.Contains(string(cfg), "type: "+tc.cloud+"\n") {
+				t.Fatalf("n1.yaml: %v\n%s", err, cfg)
+			}
+			var ms []struct {
+				NIC string `json:"nic"`
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "mutations.json")); err != nil || json.Unmarshal(b, &ms) != nil || len(ms) == 0 || !strings.HasPrefix(ms[0].NIC, tc.nicPrefix) {
+				t.Fatalf("mutations.json: %v, %d entries, want the cloud's NICs (%s…)", err, len(ms), tc.nicPrefix)
+			}
+
+			cmd := exec.Command(bin, "test", "capture", "--provider", tc.cloud, "--unsafe-disable-fence", "--time-limit", "20s", "--nemesis", "none", "--seed", "1", "--store", store)
+			out, err = cmd.Output()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitInvalid {
+				t.Fatalf("the planted bug: %v, want exit status %d\n%s", err, exitInvalid, out)
+			}
+			text = string(out)
+			for _, want := range []string{"fence           false", "fence false:\n  mutation ", " on " + tc.nicPrefix, "\nINVALID  " + store + "/capture/"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("output lacks %q:\n%s", want, text)
+				}
+			}
+		})
 	}
 }
 

@@ -1,0 +1,203 @@
+package suite
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/history"
+	"github.com/ipfence/ipfence/verify/linear"
+)
+
+// The default test (seed 1, 60 s, every nemesis this user may run) on
+// Azure: the nodes' Azure driver on the ARM dialect finds nothing wrong;
+// every move is ARM's two writes, the old NIC's PUT then the new one's.
+func TestCaptureAzureDefaultIsValid(t *testing.T) { cloudIsValid(t, "azure") }
+
+// The default test on OCI: the nodes' OCI driver, signing with the run's
+// key, on the OCI dialect, which verifies every signature.
+func TestCaptureOCIDefaultIsValid(t *testing.T) { cloudIsValid(t, "oci") }
+
+// The planted bug on Azure: with the gate a no-op, the same run must be
+// invalid, through the fence and the capture-owner model both.
+func TestCaptureAzureCatchesDisabledFence(t *testing.T) { cloudCatchesBug(t, "azure") }
+
+// The planted bug on OCI.
+func TestCaptureOCICatchesDisabledFence(t *testing.T) { cloudCatchesBug(t, "oci") }
+
+// readRecord reads a run's mutations.json.
+func readRecord(t *testing.T, out *harness.Outcome) []mutationRecord {
+	t.Helper()
+	var ms []mutationRecord
+	b, err := os.ReadFile(filepath.Join(out.Dir, "mutations.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &ms)
+	}
+	if err != nil {
+		t.Fatalf("mutations.json: %v", err)
+	}
+	return ms
+}
+
+func cloudIsValid(t *testing.T, cloud string) {
+	cs, out := runDefaultOn(t, cloud, false)
+	for name, r := range cs {
+		if r.Valid != linear.True {
+			t.Errorf("checker %s: %v %v", name, r.Valid, r.Fields)
+		}
+	}
+	if n := cs["fence"].Fields["stale_actions_executed"]; n != 0 {
+		t.Errorf("stale actions executed: %v", n)
+	}
+	// The nodes ran the cloud's driver, on the cloud's names.
+	cfg, err := os.ReadFile(filepath.Join(out.Dir, "n1.yaml"))
+	if err != nil || !strings.Contains(string(cfg), "type: "+cloud+"\n") || !strings.Contains(string(cfg), "target: "+nicOf(cloud, "n3")+"}") {
+		t.Fatalf("n1.yaml (%v) does not configure a provider of type %s with %s:\n%s", err, cloud, nicOf(cloud, "n3"), cfg)
+	}
+	ms := readRecord(t, out)
+	var nics []string
+	for _, n := range []string{"n1", "n2", "n3"} {
+		nics = append(nics, nicOf(cloud, n))
+	}
+	// Every address was placed and moved between NICs, which is what the
+	// fence is tested by; each move is the cloud's: on Azure an unassign
+	// from the old NIC at the new epoch before the assign (ARM has no
+	// reassignment), on OCI at least one UpdatePrivateIp naming the NIC
+	// the address left.
+	last, placed := map[string]mutationRecord{}, map[string]bool{}
+	moves, fromSet, withAddr := 0, 0, 0
+	for i, m := range ms {
+		if !slices.Contains(nics, m.NIC) {
+			t.Fatalf("mutation %d on %q, not a NIC of the run (%v)", i, m.NIC, nics)
+		}
+		if m.Address != "" {
+			withAddr++
+		}
+		if cloud == "azure" && (m.Accepted == 0 || m.Accepted > m.Mono) {
+			t.Fatalf("mutation %d %+v: ARM's record must tell when it accepted the change, at or before it became visible", i, m)
+		}
+		switch m.Call {
+		case "unassign-secondary-ip":
+			last[m.Address] = m
+		case "assign-secondary-ip":
+			placed[m.Address] = true
+			if m.From != "" {
+				fromSet++
+			}
+			prev, seen := last[m.Address]
+			if seen && prev.NIC != m.NIC {
+				moves++
+				if cloud == "azure" && (prev.Call != "unassign-secondary-ip" || prev.Epoch > m.Epoch) {
+					t.Fatalf("mutation %d: %s assigned to %s at epoch %d after %+v: an ARM move removes it from the old NIC first", i, m.Address, m.NIC, m.Epoch, prev)
+				}
+			}
+			last[m.Address] = m
+		}
+	}
+	if len(placed) != 4 || moves == 0 {
+		t.Errorf("addresses placed %v, moved %d times: the workload did not test the fence", placed, moves)
+	}
+	if cloud == "azure" && fromSet != 0 || cloud == "oci" && fromSet == 0 {
+		t.Errorf("%d assigns moved an address in one call on %s", fromSet, cloud)
+	}
+	if cs["fence"].Fields["mutations"] != len(ms) {
+		t.Errorf("the fence checked %v mutations of %d", cs["fence"].Fields["mutations"], len(ms))
+	}
+	if n, _ := cs["failover"].Fields["failovers"].(int); n == 0 {
+		t.Errorf("no failover measured: %v", cs["failover"].Fields)
+	}
+	okReads := 0
+	for _, o := range out.Events {
+		if o.Process >= 0 && o.F == "read" && o.Type == history.OK {
+			okReads++
+		}
+	}
+	if ops := cs["linear"].Fields["ops"].(int); ops < okReads+withAddr {
+		t.Errorf("linearizability checked %d ops, fewer than the %d reads and %d mutations", ops, okReads, withAddr)
+	}
+}
+
+func cloudCatchesBug(t *testing.T, cloud string) {
+	cs, out := runDefaultOn(t, cloud, true)
+	checkCaught(t, cs)
+	for _, f := range cs["fence"].Fields["findings"].([]string) {
+		if !strings.Contains(f, nicOf(cloud, "")) {
+			t.Errorf("finding %q names no NIC of %s", f, cloud)
+		}
+	}
+	if len(readRecord(t, out)) == 0 {
+		t.Error("an empty record")
+	}
+}
+
+// checkCaught asserts the planted bug's verdict: stale actions executed,
+// and the capture-owner model refusing the history.
+func checkCaught(t *testing.T, cs map[string]checker.Result) {
+	t.Helper()
+	if cs["fence"].Valid != linear.False {
+		t.Errorf("fence: %v %v", cs["fence"].Valid, cs["fence"].Fields)
+	}
+	if n, _ := cs["fence"].Fields["stale_actions_executed"].(int); n < 1 {
+		t.Errorf("stale actions executed: %v", cs["fence"].Fields["stale_actions_executed"])
+	}
+	if cs["linear"].Valid != linear.False {
+		t.Errorf("capture-owner linearizability: %v %v", cs["linear"].Valid, cs["linear"].Fields)
+	}
+}
+
+// On ARM a read shows a PUT's NIC from the moment ARM accepted it, while
+// the record's time is the change's visibility, Faults.Delay later: the
+// merged history places ARM's changes at their acceptance, so that a read
+// made in between, which saw the move, is not judged to have seen the
+// future. Placed at visibility, the same history is refused.
+func TestOwnerHistoryARMAcceptance(t *testing.T) {
+	read := func(p history.Process, typ history.Type, holder any, at float64) history.Event {
+		v := map[string]history.Value{"address": "a"}
+		if typ == history.OK {
+			v["holder"] = holder
+		}
+		return history.Event{Process: p, Type: typ, F: "read", Value: v, Time: int64(at * float64(sec))}
+	}
+	events := []history.Event{
+		read(0, history.Invoke, nil, 1.5), read(0, history.OK, "nic-n1", 1.6),
+		read(1, history.Invoke, nil, 2.3), read(1, history.OK, "nic-n2", 2.4),
+		read(0, history.Invoke, nil, 3.5), read(0, history.OK, "nic-n2", 3.6),
+	}
+	accepted := func(m mutationRecord, at float64) mutationRecord {
+		m.Accepted = 1000*sec + int64(at*float64(sec))
+		return m
+	}
+	col := &collected{mutations: []mutationRecord{
+		accepted(rec(1, "assign-secondary-ip", "nic-n1", "a", 1, ""), 1),
+		accepted(rec(3, "unassign-secondary-ip", "nic-n1", "a", 2, ""), 2),
+		accepted(rec(3.1, "assign-secondary-ip", "nic-n2", "a", 2, ""), 2.1),
+	}}
+	lin := checker.Linearizable(checker.LinearOptions{Model: mustModel("capture-owner"), History: ownerHistory(col)})
+	if res := lin.Check(t.Context(), run(t, slices.Clone(events))); res.Valid != linear.True {
+		t.Fatalf("placed at acceptance: %+v", res)
+	}
+	for i := range col.mutations {
+		col.mutations[i].Accepted = 0
+	}
+	if res := lin.Check(t.Context(), run(t, slices.Clone(events))); res.Valid != linear.False {
+		t.Fatalf("placed at visibility: %+v, want the read at 2.4 s refused", res)
+	}
+}
+
+// Each cloud's NICs map back to their nodes.
+func TestNICNames(t *testing.T) {
+	want := map[string]string{"aws": "eni-n2", "azure": "nic-n2", "oci": "ocid1.vnic.oc1.iad.n2"}
+	for _, cloud := range Clouds {
+		if got := nicOf(cloud, "n2"); got != want[cloud] || nodeOf(got) != "n2" {
+			t.Errorf("%s: NIC %q, node %q; want %q and n2", cloud, got, nodeOf(got), want[cloud])
+		}
+	}
+	if nodeOf("") != "" {
+		t.Errorf("nodeOf(\"\") = %q", nodeOf(""))
+	}
+}
