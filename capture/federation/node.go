@@ -181,6 +181,14 @@ type Node struct {
 	// genesis the incarnations seen at a first start (see Records).
 	pulledInc map[string]string
 	genesis   map[string]string
+	// caught are the peers whose records (synced ones) were read since
+	// this node last may have missed news: since it started, or since
+	// its cover ran out (see Covered). Until enough were, it acts for
+	// nothing (see Synced); missed says why it may have missed some, and
+	// catchUp wakes the pull loop when it does.
+	caught  map[string]bool
+	missed  string
+	catchUp chan struct{}
 	// writeHook, when set, runs before every write to the log; an error
 	// fails the write. Tests use it to make the disk fail.
 	writeHook func() error
@@ -212,7 +220,8 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger, state: NewState(), outbox: map[string]map[string]bool{},
 		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{},
 		hbAt: map[uint64]time.Time{}, heardBy: map[string]time.Time{}, stats: map[string]*PeerStats{},
-		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}, certs: map[string][]byte{}}
+		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}, certs: map[string][]byte{},
+		caught: map[string]bool{}, missed: "started", catchUp: make(chan struct{}, 1)}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -738,6 +747,14 @@ func (n *Node) coverLocked(peer string, at time.Time) {
 	n.heardBy[peer] = at
 	if window := n.coverWindow(); window > 0 && !n.cover().Equal(before) && (before.IsZero() || time.Since(before) >= window) {
 		n.gapAt = time.Now()
+		if !before.IsZero() {
+			// The peers may have found this node stale meanwhile and
+			// moved its lines; their news of that may still be on its
+			// way (a backlog goes out batch after batch, heartbeats
+			// first), so this node reads their records before it acts
+			// again.
+			n.missLocked("was not heard by a majority for longer than the contact window")
+		}
 	}
 }
 
@@ -1195,8 +1212,16 @@ func (n *Node) Synced() (ok bool, why string) {
 }
 
 func (n *Node) syncedLocked() (bool, string) {
-	if n.synced || revertAmnesia {
+	if revertAmnesia {
 		return true, ""
+	}
+	if n.synced {
+		need := n.catchUpQuorum()
+		if len(n.caught) >= need {
+			return true, ""
+		}
+		return false, fmt.Sprintf("this node %s and may have missed its peers' news: it acts for nothing until it has read the records of %d synced peers; read %d %v",
+			n.missed, need, len(n.caught), slices.Sorted(maps.Keys(n.caught)))
 	}
 	var synced, unsynced []string
 	for p, s := range n.pulled {
@@ -1210,6 +1235,27 @@ func (n *Node) syncedLocked() (bool, string) {
 	slices.Sort(unsynced)
 	return false, fmt.Sprintf("this node's state is new (incarnation %s): it acts for nothing until it has learned the cluster's epoch records from %d synced peers; learned from %d %v, peers that lost their state too: %v",
 		n.incarnation, n.PullQuorum(), len(synced), synced, unsynced)
+}
+
+// catchUpQuorum is how many synced peers' records a node that kept its
+// state reads after it may have missed news: with its own log, a majority
+// of the cluster, which meets every majority that acknowledged a record
+// (see ReplicationQuorum). A heartbeat says a peer is there, not that
+// everything it sent has arrived.
+func (n *Node) catchUpQuorum() int { return len(n.nodes) / 2 }
+
+// missLocked makes the node read its peers' records again before it acts.
+// Called with n.mu held.
+func (n *Node) missLocked(why string) {
+	if len(n.cfg.Peers) == 0 {
+		return
+	}
+	clear(n.caught)
+	n.missed = why
+	select {
+	case n.catchUp <- struct{}{}:
+	default:
+	}
 }
 
 // MarkUnsynced makes this node unsynced, persistently: the daemon calls it
@@ -1240,20 +1286,28 @@ func (n *Node) MarkUnsynced() error {
 	}
 	n.synced, n.incarnation = false, inc
 	clear(n.pulled)
+	clear(n.caught)
 	return nil
 }
 
-// syncLoop pulls every peer's records until this node is synced.
+// syncLoop pulls peers' records whenever this node may not act for want
+// of them: until it is synced, and after every start or lapse of its cover
+// until it has caught up (see Synced).
 func (n *Node) syncLoop(ctx context.Context) {
 	every := max(n.cfg.Heartbeat, 20*time.Millisecond)
 	for {
 		if ok, _ := n.Synced(); ok {
-			return
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.catchUp:
+			}
+			continue
 		}
 		var wg sync.WaitGroup
 		for _, p := range n.cfg.Peers {
 			n.mu.Lock()
-			done := n.pulled[p.Name]
+			done := n.pulled[p.Name] && (!n.synced || n.caught[p.Name])
 			n.mu.Unlock()
 			if done {
 				continue
@@ -1266,7 +1320,7 @@ func (n *Node) syncLoop(ctx context.Context) {
 		}
 		wg.Wait()
 		if ok, _ := n.Synced(); ok {
-			return
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -1366,6 +1420,12 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		return err
 	}
 	n.pulled[p.Name], n.pulledInc[p.Name] = rec.Synced, rec.Incarnation
+	if rec.Synced || !n.synced {
+		// A node that is not synced yet reads every answer (the rules
+		// below decide whether it may sync on them); one that kept its
+		// state counts only peers that kept theirs.
+		n.caught[p.Name] = true
+	}
 	became := false
 	if !n.synced {
 		synced, all := 0, len(n.pulled) == len(n.cfg.Peers)
