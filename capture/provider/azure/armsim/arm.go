@@ -151,7 +151,7 @@ func (s *Server) serveARM(w http.ResponseWriter, r *http.Request) {
 		aerr = &armError{status: http.StatusUnauthorized, code: "AuthenticationFailed", message: "Authentication failed. The 'Authorization' header is missing or is not a bearer token."}
 	}
 	if aerr == nil {
-		s.countToken(principal)
+		s.countCall(principal, rt.op)
 		aerr = s.throttle(w, principal, rt.op == OpPut)
 	}
 	if aerr == nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -560,5 +561,49 @@ func TestAdminMutationsShape(t *testing.T) {
 		if m.Mono != m.Accepted || m.Mono < after {
 			t.Fatalf("%s: visible at %d, accepted at %d: want one moment, after %d", m.Call, m.Mono, m.Accepted, after)
 		}
+	}
+}
+
+// Calls counts ARM calls by the client their token was issued to and by
+// operation, refused ones too (a 412 here); a token the simulator did not
+// issue counts under OtherCaller. GET /admin/calls shows the same.
+func TestCallsByClient(t *testing.T) {
+	e := newEnv(t, armsim.Limits{Off: true})
+	resp, err := http.PostForm(e.srv.URL+"/tenant-1"+armsim.TokenPath, map[string][]string{
+		"grant_type": {"client_credentials"}, "client_id": {"node-1"}, "client_secret": {"s"}, "scope": {"https://management.core.windows.net//.default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if err != nil || tok.AccessToken == "" {
+		t.Fatalf("token: %v", err)
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + tok.AccessToken}
+	e.do("GET", e.nicPath("nic-a"), nil, bearer)
+	e.do("GET", e.nicPath("nic-b"), nil, bearer)
+	if put := e.do("PUT", e.nicPath("nic-a"), nicBody("10.0.0.4", false, "10.0.0.70"), map[string]string{"Authorization": "Bearer " + tok.AccessToken, "If-Match": `W/"stale"`}); put.status != http.StatusPreconditionFailed {
+		t.Fatalf("PUT with a stale etag: %d", put.status)
+	}
+	e.do("GET", e.nicPath("nic-a"), nil, nil) // the env's own token, not issued
+	want := map[string]map[string]uint64{
+		"node-1":           {armsim.OpGet: 2, armsim.OpPut: 1},
+		armsim.OtherCaller: {armsim.OpGet: 1},
+	}
+	if got := e.sim.Calls(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+	resp, err = http.Get(e.srv.URL + "/admin/calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown map[string]map[string]uint64
+	err = json.NewDecoder(resp.Body).Decode(&shown)
+	resp.Body.Close()
+	if err != nil || !reflect.DeepEqual(shown, want) {
+		t.Fatalf("GET /admin/calls: %v %v, want %v", shown, err, want)
 	}
 }

@@ -2,6 +2,7 @@ package armsim
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -73,17 +74,52 @@ func (s *Server) Identity() IdentityLog {
 	}
 }
 
-// countToken notes whether an ARM call's bearer token is one the
-// simulator issued.
-func (s *Server) countToken(token string) {
+// OtherCaller is the caller Calls names for ARM calls whose bearer token
+// the simulator did not issue.
+const OtherCaller = "(other)"
+
+// countCall notes whether an ARM call's bearer token is one the simulator
+// issued and, when op is not empty, counts the call for the client the
+// token was issued to (OtherCaller for any other token).
+func (s *Server) countCall(token, op string) {
 	s.mu.Lock()
-	_, ok := s.tokens[token]
+	client, ok := s.tokens[token]
+	if !ok {
+		client = OtherCaller
+	}
+	if op != "" {
+		if s.calls == nil {
+			s.calls = map[string]map[string]uint64{}
+		}
+		byOp := s.calls[client]
+		if byOp == nil {
+			byOp = map[string]uint64{}
+			s.calls[client] = byOp
+		}
+		byOp[op]++
+	}
 	s.mu.Unlock()
 	if ok {
 		s.armIssued.Add(1)
 	} else {
 		s.armOther.Add(1)
 	}
+}
+
+// Calls counts the ARM calls that carried a bearer token, by the client
+// id the token was issued to (OtherCaller for tokens the simulator did
+// not issue) and by operation (OpGet, OpPut, OpList, OpStatus), answered
+// or refused (throttled, injected errors, 412) alike: what a client's
+// work cost in calls, which the record of mutations does not show. The
+// clients are bounded by the tokens remembered as issued.
+func (s *Server) Calls() map[string]map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]map[string]uint64, len(s.calls))
+	for c, byOp := range s.calls {
+		out[c] = maps.Clone(byOp)
+	}
+	return out
 }
 
 // identityRoute splits /{tenant}{OpenIDPath} or /{tenant}{TokenPath};

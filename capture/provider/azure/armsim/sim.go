@@ -167,8 +167,11 @@ type Server struct {
 	// The identity endpoint's record (identity.go): its requests, the
 	// tokens it issued (by client id), and the ARM calls with and
 	// without one of them.
-	idLog     []IdentityRequest
-	tokens    map[string]string
+	idLog  []IdentityRequest
+	tokens map[string]string
+	// calls counts ARM calls by the client their token was issued to,
+	// then by operation (Calls).
+	calls     map[string]map[string]uint64
 	armIssued atomic.Uint64
 	armOther  atomic.Uint64
 }
@@ -462,6 +465,7 @@ func (n *nic) sortedSecondary() []netip.Addr {
 //	POST /admin/resume     let them go on
 //	POST /admin/reset      clear the faults, resume and flush
 //	GET  /admin/identity   the identity endpoint's record: IdentityLog
+//	GET  /admin/calls      the ARM calls by client and operation (Calls)
 //
 // and the identity endpoint (identity.go) under /{tenant}/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
