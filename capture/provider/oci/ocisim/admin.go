@@ -49,6 +49,7 @@ func (s *Server) State() State {
 //
 //	GET  /admin/state      State
 //	GET  /admin/mutations  the record, every applied mutation in order
+//	GET  /admin/calls      the API calls by signer and operation (CallsBy)
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused with 400)
 //	POST /admin/pause      make API calls wait until resumed
@@ -72,6 +73,9 @@ func (s *Server) adminRoutes() {
 			}
 		}
 		writeJSON(w, http.StatusOK, out)
+	})
+	s.mux.HandleFunc("GET /admin/calls", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.CallsBy())
 	})
 	s.mux.HandleFunc("GET /admin/faults", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Faults())

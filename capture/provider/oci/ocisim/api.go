@@ -200,9 +200,13 @@ func (s *Server) serve(op string, f func(*call) (answer, *apiError)) http.Handle
 			return
 		}
 		if err := checkSignature(r, body, s.clock(), s.keys); err != nil {
+			s.countCall(UnsignedCaller, op)
 			writeError(w, &apiError{http.StatusUnauthorized, "NotAuthenticated", err.Error()})
 			return
 		}
+		// checkSignature parsed it already; it cannot fail here.
+		sig, _ := parseSignature(r.Header.Get("Authorization"))
+		s.countCall(sig.keyID, op)
 		st, aerr := parseStamp(r.Header)
 		if aerr != nil {
 			writeError(w, aerr)

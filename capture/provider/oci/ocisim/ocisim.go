@@ -184,6 +184,10 @@ type Server struct {
 	// calls counts the API calls by operation; the map is made whole in
 	// New and only its counters change, so it is read without mu.
 	calls map[string]*atomic.Uint64
+	// callers counts them by signer (key id), then operation; under its
+	// own lock, as it is counted before a call takes mu.
+	callersMu sync.Mutex
+	callers   map[string]map[string]uint64
 
 	mu sync.Mutex
 	// now is the instant of the call in progress: the memory provider's
@@ -394,6 +398,60 @@ func (s *Server) Calls() map[string]uint64 {
 	out := make(map[string]uint64, len(s.calls))
 	for op, n := range s.calls {
 		out[op] = n.Load()
+	}
+	return out
+}
+
+// UnsignedCaller is the caller CallsBy names for calls whose signature
+// was refused (missing, malformed, or not the key's); OtherCaller for
+// signers past the bound on how many are told apart.
+const (
+	UnsignedCaller = "(not authenticated)"
+	OtherCaller    = "(other)"
+)
+
+// maxCallers bounds the signers CallsBy tells apart, so that callers
+// making up key ids cannot grow the map without end.
+const maxCallers = 1024
+
+func (s *Server) countCall(caller, op string) {
+	s.callersMu.Lock()
+	defer s.callersMu.Unlock()
+	if s.callers == nil {
+		s.callers = map[string]map[string]uint64{}
+	}
+	byOp := s.callers[caller]
+	if byOp == nil {
+		if len(s.callers) >= maxCallers {
+			caller = OtherCaller
+			byOp = s.callers[caller]
+		}
+		if byOp == nil {
+			byOp = map[string]uint64{}
+			s.callers[caller] = byOp
+		}
+	}
+	byOp[op]++
+}
+
+// CallsBy counts the API calls as Calls does, by signer (the key id of
+// the request's signature; UnsignedCaller for calls refused as not
+// authenticated), then by operation: what one client's work cost,
+// apart from another's on the same simulator.
+func (s *Server) CallsBy() map[string]map[string]uint64 {
+	s.callersMu.Lock()
+	defer s.callersMu.Unlock()
+	out := make(map[string]map[string]uint64, len(s.callers))
+	for c, byOp := range s.callers {
+		out[c] = cloneCounts(byOp)
+	}
+	return out
+}
+
+func cloneCounts(m map[string]uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(m))
+	for k, v := range m {
+		out[k] = v
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -683,5 +684,24 @@ func TestCalls(t *testing.T) {
 		if got[op] != n {
 			t.Errorf("%s: %d calls, want %d (all: %v)", op, got[op], n, got)
 		}
+	}
+	// By signer: the SDK's key, and the unsigned call apart; the admin
+	// API shows the same.
+	by := map[string]map[string]uint64{
+		keyID:                 {ocisim.OpCreatePrivateIp: 1, ocisim.OpUpdatePrivateIp: 2, ocisim.OpListPrivateIps: 2},
+		ocisim.UnsignedCaller: {ocisim.OpGetVnic: 1},
+	}
+	if got := s.sim.CallsBy(); !reflect.DeepEqual(got, by) {
+		t.Fatalf("calls by signer %v, want %v", got, by)
+	}
+	resp, err := s.srv.Client().Get(s.srv.URL + "/admin/calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown map[string]map[string]uint64
+	err = json.NewDecoder(resp.Body).Decode(&shown)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil || !reflect.DeepEqual(shown, by) {
+		t.Fatalf("GET /admin/calls: %d %v %v, want %v", resp.StatusCode, shown, err, by)
 	}
 }
