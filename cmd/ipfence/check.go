@@ -41,6 +41,10 @@ func checkNames() []string {
 // "searching" means the work honours the deadline itself.
 type fileCheck func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (v linear.Verdict, asJSON any, summary string, after func() error, err error)
 
+// streamCheck is a fileCheck that reads the file itself, as it checks,
+// within lim, instead of being handed its bytes.
+type streamCheck func(ctx context.Context, file string, r io.Reader, lim history.Limits, format history.Format, warn io.Writer, phase func(string)) (v linear.Verdict, asJSON any, summary string, after func() error, err error)
+
 // parseHistory parses a file's contents within a bound on the memory the
 // events take, warning about a torn last line. It returns the events'
 // estimated memory too.
@@ -116,6 +120,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	// The parsed events may take half the bound; the search the rest.
 	maxParsed := maxBytes / 2
 	var check fileCheck
+	var stream streamCheck
 	switch {
 	case *modelName == isolation.ListAppend || *modelName == isolation.RWRegister:
 		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
@@ -133,7 +138,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		opt := isolation.Options{Workload: *modelName, Consistency: *consistency, SequentialKeys: *seqKeys, LinearizableKeys: *linKeys}
-		check = isolationCheck(opt, *dotDir, maxParsed)
+		stream = isolationCheck(opt, *dotDir)
 	case slices.Contains(workload.Names(), *modelName):
 		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
 			return c
@@ -184,7 +189,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	exit := exitValid
 	sawInvalid, sawUnknown := false, false
 	for _, file := range files {
-		o := checkFile(file, *timeout, lim, *modelName, format, check)
+		o := checkFile(file, *timeout, lim, *modelName, format, check, stream)
 		stderr.Write(o.warn.Bytes())
 		if o.err != nil {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", o.err)
@@ -290,7 +295,7 @@ type timeoutResult struct {
 // checking all count. The work runs in a goroutine; the searches stop
 // themselves at the deadline, but a parse or a workload checker cannot be
 // interrupted, so the answer is given without them when the time is up.
-func checkFile(file string, timeout time.Duration, lim history.Limits, modelName string, format history.Format, check fileCheck) *fileOutcome {
+func checkFile(file string, timeout time.Duration, lim history.Limits, modelName string, format history.Format, check fileCheck, stream streamCheck) *fileOutcome {
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -307,6 +312,11 @@ func checkFile(file string, timeout time.Duration, lim history.Limits, modelName
 		f, err := history.OpenInput(ctx, file)
 		if err != nil {
 			o.err = err
+			return
+		}
+		if stream != nil {
+			o.v, o.obj, o.summary, o.after, o.err = stream(ctx, file, f, lim, format, &o.warn, func(p string) { phase.Store(p) })
+			f.Close()
 			return
 		}
 		phase.Store("reading")
@@ -378,16 +388,6 @@ func linearCheck(opt lincheck.Options, htmlOut string, inputs int, maxParsed int
 	}
 }
 
-// tornTail says the data's last line has no newline and is not complete
-// JSON: the general reader then reads the rest and warns.
-func tornTail(data []byte) bool {
-	if len(data) == 0 || data[len(data)-1] == '\n' {
-		return false
-	}
-	last := data[bytes.LastIndexByte(data, '\n')+1:]
-	return len(bytes.TrimSpace(last)) > 0 && !json.Valid(last)
-}
-
 // isolationResult is the --json object of a transactional check.
 type isolationResult struct {
 	File string `json:"file"`
@@ -395,35 +395,31 @@ type isolationResult struct {
 }
 
 // isolationCheck checks a transactional history against a consistency
-// model.
-func isolationCheck(opt isolation.Options, dotDir string, maxParsed int64) fileCheck {
-	return func(ctx context.Context, file string, data []byte, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
-		// The fast reader does not stop at the deadline, but it is linear
-		// in the input, which --max-memory bounds; the cycle searches stop
-		// themselves.
+// model, as it reads it: only the transactions' compact form is held,
+// not the file or its parsed events.
+func isolationCheck(opt isolation.Options, dotDir string) streamCheck {
+	return func(ctx context.Context, file string, in io.Reader, lim history.Limits, format history.Format, warn io.Writer, phase func(string)) (linear.Verdict, any, string, func() error, error) {
+		// The reading stops at the deadline (ReadError), the cycle
+		// searches stop themselves; the rest is linear in the input,
+		// which --max-memory bounds.
 		phase("searching")
-		if format == "" {
-			// Detection fails only on input the general reader then
-			// explains.
-			format, _ = history.Detect(data)
-		}
-		var r *isolation.Result
-		var err error
-		if format == history.JSONL && !tornTail(data) {
-			r, err = isolation.CheckJSONL(ctx, file, data, opt)
-		} else {
-			var h *history.History
-			if h, _, err = parseHistory(file, data, format, maxParsed, warn); err != nil {
-				return 0, nil, "", nil, err
-			}
-			r, err = isolation.Check(ctx, h, opt)
-		}
+		d := history.NewDecoder(ctx, file, in, format, lim)
+		defer d.Close()
+		start := time.Now()
+		r, err := isolation.CheckDecoder(ctx, d, opt)
 		if err != nil {
 			var ie *history.InputError
-			if errors.As(err, &ie) {
+			var le *history.LimitError
+			var re *history.ReadError
+			if errors.As(err, &ie) || errors.As(err, &le) || errors.As(err, &re) {
 				return 0, nil, "", nil, err
 			}
 			return 0, nil, "", nil, fmt.Errorf("%s: %w", file, err)
+		}
+		slog.Debug("checked", "file", file, "events", d.Events(), "txns", r.Txns, "took", time.Since(start))
+		if t := d.TornLine(); t > 0 {
+			fmt.Fprintf(warn, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+				file, t, d.Events())
 		}
 		var after func() error
 		if dotDir != "" {

@@ -10,6 +10,7 @@ package edn
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -88,6 +89,101 @@ type Parser struct {
 	off  int
 	line int
 	col  int
+	// r, when set, supplies src as the parser needs it: a parser made by
+	// NewReader holds the form it is reading, not the whole input.
+	r   io.Reader
+	err error // the reader's first error (io.EOF at its end)
+}
+
+// NewReader returns a parser that reads its input from r as it goes,
+// keeping only the form it is reading (and a buffer) in memory.
+func NewReader(r io.Reader) *Parser {
+	return &Parser{r: r, line: 1, col: 1, src: make([]byte, 0, 64<<10)}
+}
+
+// Err is the error the reader of a parser made by NewReader returned,
+// other than io.EOF: a form cut short by it reads as ending there, so a
+// caller that got a syntax error about the end of input asks here first.
+func (p *Parser) Err() error {
+	if p.err == io.EOF {
+		return nil
+	}
+	return p.err
+}
+
+// Buffered is the size of the buffer a parser made by NewReader holds:
+// about the largest form it read, not the input.
+func (p *Parser) Buffered() int { return cap(p.src) }
+
+// avail says whether n bytes are there to read at p.off, reading more
+// from the reader as needed.
+func (p *Parser) avail(n int) bool {
+	for len(p.src)-p.off < n {
+		if p.r == nil || p.err != nil {
+			return false
+		}
+		if len(p.src) == cap(p.src) {
+			grown := make([]byte, len(p.src), 2*cap(p.src))
+			copy(grown, p.src)
+			p.src = grown
+		}
+		m, err := p.r.Read(p.src[len(p.src):cap(p.src)])
+		p.src = p.src[:len(p.src)+m]
+		if err != nil {
+			p.err = err
+		}
+	}
+	return true
+}
+
+// compact drops what was read, between top-level forms (inside one, a
+// token still points into src), once it is more than half the buffer.
+func (p *Parser) compact() {
+	if p.r != nil && p.off > cap(p.src)/2 {
+		n := copy(p.src, p.src[p.off:])
+		p.src, p.off = p.src[:n], 0
+	}
+}
+
+// Enter reads the opening delimiter of a vector or a list that starts
+// the rest of the input, so that its items can be read one at a time
+// with Item instead of all at once. ok is false, with nothing read, when
+// the next form is not a vector or a list.
+func (p *Parser) Enter() (open Pos, kind Kind, ok bool, err error) {
+	if err := p.skip(); err != nil {
+		return Pos{}, 0, false, err
+	}
+	if !p.avail(1) || (p.src[p.off] != '[' && p.src[p.off] != '(') {
+		return Pos{}, 0, false, nil
+	}
+	open, kind = p.Pos(), Vector
+	if p.src[p.off] == '(' {
+		kind = List
+	}
+	p.advance()
+	return open, kind, true, nil
+}
+
+// Item reads the next item of the collection Enter opened (of kind, at
+// open); ok is false once its closing delimiter is read.
+func (p *Parser) Item(kind Kind, open Pos) (Node, bool, error) {
+	close := byte(']')
+	if kind == List {
+		close = ')'
+	}
+	p.compact()
+	if err := p.skip(); err != nil {
+		return Node{}, false, err
+	}
+	if !p.avail(1) {
+		return Node{}, false, p.errorf(p.Pos(), "end of input inside the collection opened at %s; expected %q", open, close)
+	}
+	if p.src[p.off] == close {
+		p.advance()
+		return Node{}, false, nil
+	}
+	n, err := p.form(1)
+	return n, err == nil, err
 }
 
 // NewParser returns a parser over src.
@@ -119,10 +215,11 @@ func ParseAll(src []byte) ([]Node, error) {
 
 // Next parses the next top-level form. It returns ok=false at the end of input.
 func (p *Parser) Next() (Node, bool, error) {
+	p.compact()
 	if err := p.skip(); err != nil {
 		return Node{}, false, err
 	}
-	if p.off >= len(p.src) {
+	if !p.avail(1) {
 		return Node{}, false, nil
 	}
 	n, err := p.form(0)
@@ -141,6 +238,7 @@ func (p *Parser) errorf(pos Pos, format string, args ...any) error {
 
 // advance moves past one rune, keeping line and column.
 func (p *Parser) advance() {
+	p.avail(utf8.UTFMax)
 	r, size := utf8.DecodeRune(p.src[p.off:])
 	p.off += size
 	if r == '\n' {
@@ -153,22 +251,22 @@ func (p *Parser) advance() {
 
 // skip passes whitespace, commas, comments and #_ discards.
 func (p *Parser) skip() error {
-	for p.off < len(p.src) {
+	for p.avail(1) {
 		c := p.src[p.off]
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == '\f':
 			p.advance()
 		case c == ';':
-			for p.off < len(p.src) && p.src[p.off] != '\n' {
+			for p.avail(1) && p.src[p.off] != '\n' {
 				p.advance()
 			}
-		case c == '#' && p.off+1 < len(p.src) && p.src[p.off+1] == '_':
+		case c == '#' && p.avail(2) && p.src[p.off+1] == '_':
 			p.advance()
 			p.advance()
 			if err := p.skip(); err != nil {
 				return err
 			}
-			if p.off >= len(p.src) {
+			if !p.avail(1) {
 				return p.errorf(p.Pos(), "expected a form after #_, found end of input")
 			}
 			if _, err := p.form(0); err != nil {
@@ -237,7 +335,7 @@ func (p *Parser) seq(close byte, depth int, open Pos) ([]Node, error) {
 		if err := p.skip(); err != nil {
 			return nil, err
 		}
-		if p.off >= len(p.src) {
+		if !p.avail(1) {
 			return nil, p.errorf(p.Pos(), "end of input inside the collection opened at %s; expected %q", open, close)
 		}
 		if p.src[p.off] == close {
@@ -254,7 +352,7 @@ func (p *Parser) seq(close byte, depth int, open Pos) ([]Node, error) {
 
 func (p *Parser) token() string {
 	start := p.off
-	for p.off < len(p.src) && !isDelim(p.src[p.off]) {
+	for p.avail(1) && !isDelim(p.src[p.off]) {
 		p.advance()
 	}
 	return string(p.src[start:p.off])
@@ -262,7 +360,7 @@ func (p *Parser) token() string {
 
 func (p *Parser) dispatch(pos Pos, depth int) (Node, error) {
 	p.advance() // '#'
-	if p.off >= len(p.src) {
+	if !p.avail(1) {
 		return Node{}, p.errorf(pos, "end of input after '#'")
 	}
 	if p.src[p.off] == '{' {
@@ -278,7 +376,7 @@ func (p *Parser) dispatch(pos Pos, depth int) (Node, error) {
 	if err := p.skip(); err != nil {
 		return Node{}, err
 	}
-	if p.off >= len(p.src) {
+	if !p.avail(1) {
 		return Node{}, p.errorf(p.Pos(), "expected a form after tag #%s, found end of input", tag)
 	}
 	inner, err := p.form(depth + 1)
@@ -292,7 +390,7 @@ func (p *Parser) str(pos Pos) (Node, error) {
 	p.advance() // opening quote
 	var b strings.Builder
 	for {
-		if p.off >= len(p.src) {
+		if !p.avail(1) {
 			return Node{}, p.errorf(pos, "string not terminated")
 		}
 		c := p.src[p.off]
@@ -301,6 +399,7 @@ func (p *Parser) str(pos Pos) (Node, error) {
 			return Node{Kind: String, Pos: pos, Str: b.String()}, nil
 		}
 		if c != '\\' {
+			p.avail(utf8.UTFMax)
 			r, size := utf8.DecodeRune(p.src[p.off:])
 			if r == utf8.RuneError && size == 1 {
 				return Node{}, p.errorf(p.Pos(), "invalid UTF-8 in string")
@@ -311,7 +410,7 @@ func (p *Parser) str(pos Pos) (Node, error) {
 		}
 		esc := p.Pos()
 		p.advance()
-		if p.off >= len(p.src) {
+		if !p.avail(1) {
 			return Node{}, p.errorf(pos, "string not terminated")
 		}
 		e := p.src[p.off]
@@ -330,7 +429,7 @@ func (p *Parser) str(pos Pos) (Node, error) {
 		case '\\', '"':
 			b.WriteByte(e)
 		case 'u':
-			if p.off+4 > len(p.src) {
+			if !p.avail(4) {
 				return Node{}, p.errorf(esc, "\\u escape needs four hex digits")
 			}
 			v, err := strconv.ParseUint(string(p.src[p.off:p.off+4]), 16, 32)
@@ -351,10 +450,11 @@ var namedChars = map[string]string{"newline": "\n", "space": " ", "tab": "\t", "
 
 func (p *Parser) char(pos Pos) (Node, error) {
 	p.advance() // backslash
-	if p.off >= len(p.src) {
+	if !p.avail(1) {
 		return Node{}, p.errorf(pos, "end of input after '\\'")
 	}
 	// A character is one rune, or a name; the rune itself may be a delimiter.
+	p.avail(utf8.UTFMax)
 	r, size := utf8.DecodeRune(p.src[p.off:])
 	if r == utf8.RuneError && size == 1 {
 		return Node{}, p.errorf(pos, "invalid UTF-8 in character")

@@ -177,75 +177,12 @@ func readJepsenLog(data []byte, m *meter) ([]Event, error) {
 	lineNo := 0
 	for raw := range strings.SplitSeq(string(data), "\n") {
 		lineNo++
-		line := strings.TrimRight(raw, "\r")
-		i := strings.Index(line, "jepsen.util - ")
-		if i < 0 {
-			continue
-		}
-		off := i + len("jepsen.util - ")
-		p := edn.NewParserAt([]byte(line[off:]), edn.Pos{Line: lineNo, Col: utf8Col(line, off)})
-		errAt := func(pos edn.Pos, msg string) error {
-			return &InputError{Line: pos.Line, Col: pos.Col, Msg: msg}
-		}
-		// process, type, f, value, and an optional error; a sixth form is
-		// an error.
-		var parts [6]edn.Node
-		n := 0
-		for n < len(parts) {
-			form, ok, err := p.Next()
-			if err != nil {
-				var se *edn.SyntaxError
-				if errors.As(err, &se) {
-					return nil, errAt(se.Pos, se.Msg)
-				}
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			parts[n] = form
-			n++
-		}
-		if n == len(parts) {
-			return nil, errAt(parts[5].Pos, "unexpected text after the event's value and error")
-		}
-		if n < 4 {
-			return nil, errAt(p.Pos(), "expected <process> :<type> :<f> <value> after \"jepsen.util - \"")
-		}
-		e := Event{Index: int64(len(events))}
-		switch proc := parts[0]; {
-		case proc.Kind == edn.Int && proc.Int >= 0:
-			e.Process = Process(proc.Int)
-		case proc.Kind == edn.Keyword && proc.Str == "nemesis":
-			e.Process = Nemesis
-		default:
-			return nil, errAt(proc.Pos, "expected a process number or :nemesis")
-		}
-		t, ok := ParseType(parts[1].Str)
-		if parts[1].Kind != edn.Keyword || !ok {
-			return nil, errAt(parts[1].Pos, "expected :invoke, :ok, :fail or :info")
-		}
-		e.Type = t
-		if parts[2].Kind != edn.Keyword {
-			return nil, errAt(parts[2].Pos, "expected the operation's function as a keyword, such as :read")
-		}
-		e.F = parts[2].Str
-		v, err := ednValue(&parts[3])
+		e, ok, err := jepsenLogEvent(raw, lineNo, int64(len(events)))
 		if err != nil {
 			return nil, err
 		}
-		e.Value = v
-		if n == 5 {
-			ev, err := ednValue(&parts[4])
-			if err != nil {
-				return nil, err
-			}
-			e.Error = ev
-		}
-		// A crash reports its reason where the value would be; the value of
-		// an info or fail completion is then the reason, not a result.
-		if (t == Info || t == Fail) && parts[3].Kind == edn.Keyword && n == 4 {
-			e.Error, e.Value = v, nil
+		if !ok {
+			continue
 		}
 		if err := m.add(&e, lineNo); err != nil {
 			return nil, err
@@ -253,9 +190,90 @@ func readJepsenLog(data []byte, m *meter) ([]Event, error) {
 		events = append(events, e)
 	}
 	if len(events) == 0 {
-		return nil, &InputError{Msg: "no \"jepsen.util - \" event lines in file"}
+		return nil, errNoLogEvents()
 	}
 	return events, nil
+}
+
+func errNoLogEvents() error {
+	return &InputError{Msg: "no \"jepsen.util - \" event lines in file"}
+}
+
+// jepsenLogEvent reads one line of a Jepsen log as the event at index; ok
+// is false for a line that is not a jepsen.util event line (other log
+// output).
+func jepsenLogEvent(raw string, lineNo int, index int64) (Event, bool, error) {
+	line := strings.TrimRight(raw, "\r")
+	i := strings.Index(line, "jepsen.util - ")
+	if i < 0 {
+		return Event{}, false, nil
+	}
+	off := i + len("jepsen.util - ")
+	p := edn.NewParserAt([]byte(line[off:]), edn.Pos{Line: lineNo, Col: utf8Col(line, off)})
+	errAt := func(pos edn.Pos, msg string) error {
+		return &InputError{Line: pos.Line, Col: pos.Col, Msg: msg}
+	}
+	// process, type, f, value, and an optional error; a sixth form is
+	// an error.
+	var parts [6]edn.Node
+	n := 0
+	for n < len(parts) {
+		form, ok, err := p.Next()
+		if err != nil {
+			var se *edn.SyntaxError
+			if errors.As(err, &se) {
+				return Event{}, false, errAt(se.Pos, se.Msg)
+			}
+			return Event{}, false, err
+		}
+		if !ok {
+			break
+		}
+		parts[n] = form
+		n++
+	}
+	if n == len(parts) {
+		return Event{}, false, errAt(parts[5].Pos, "unexpected text after the event's value and error")
+	}
+	if n < 4 {
+		return Event{}, false, errAt(p.Pos(), "expected <process> :<type> :<f> <value> after \"jepsen.util - \"")
+	}
+	e := Event{Index: index}
+	switch proc := parts[0]; {
+	case proc.Kind == edn.Int && proc.Int >= 0:
+		e.Process = Process(proc.Int)
+	case proc.Kind == edn.Keyword && proc.Str == "nemesis":
+		e.Process = Nemesis
+	default:
+		return Event{}, false, errAt(proc.Pos, "expected a process number or :nemesis")
+	}
+	t, ok := ParseType(parts[1].Str)
+	if parts[1].Kind != edn.Keyword || !ok {
+		return Event{}, false, errAt(parts[1].Pos, "expected :invoke, :ok, :fail or :info")
+	}
+	e.Type = t
+	if parts[2].Kind != edn.Keyword {
+		return Event{}, false, errAt(parts[2].Pos, "expected the operation's function as a keyword, such as :read")
+	}
+	e.F = parts[2].Str
+	v, err := ednValue(&parts[3])
+	if err != nil {
+		return Event{}, false, err
+	}
+	e.Value = v
+	if n == 5 {
+		ev, err := ednValue(&parts[4])
+		if err != nil {
+			return Event{}, false, err
+		}
+		e.Error = ev
+	}
+	// A crash reports its reason where the value would be; the value of
+	// an info or fail completion is then the reason, not a result.
+	if (t == Info || t == Fail) && parts[3].Kind == edn.Keyword && n == 4 {
+		e.Error, e.Value = v, nil
+	}
+	return e, true, nil
 }
 
 func utf8Col(line string, off int) int { return len([]rune(line[:off])) + 1 }

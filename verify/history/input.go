@@ -1,7 +1,6 @@
 package history
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,76 +25,31 @@ type Limits struct {
 	MaxLine int64
 }
 
-// chunk is how much ReadInput asks for at a time: the deadline and the
-// bounds are checked between chunks.
-const chunk = 64 << 10
-
 // ReadInput reads a whole input within ctx and lim. It stops at the first
 // byte beyond a bound with an *InputError naming the line, and when ctx is
 // done with an error wrapping ctx.Err() (a reader that supports read
 // deadlines, such as a pipe opened by OpenInput, is interrupted even while
 // it blocks).
 func ReadInput(ctx context.Context, name string, r io.Reader, lim Limits) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, &ReadError{File: name, Err: err, Line: 1}
-	}
-	if d, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok {
-		if dl, has := ctx.Deadline(); has {
-			_ = d.SetReadDeadline(dl)
-		}
-		// A cancellation without a deadline interrupts a blocked read too.
-		stop := context.AfterFunc(ctx, func() { _ = d.SetReadDeadline(time.Now()) })
-		defer stop()
-	}
-	if f, ok := r.(*os.File); ok && lim.MaxBytes > 0 {
-		// A regular file too large is refused before it is read.
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > lim.MaxBytes {
-			return nil, &LimitError{File: name, Limit: lim.MaxBytes, Size: st.Size()}
-		}
-	}
+	l := newLimitReader(ctx, name, r, lim)
+	defer l.stop()
 	var data []byte
-	line, lineStart := 1, 0 // the current line's number and start offset
 	buf := make([]byte, chunk)
 	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			if lim.MaxBytes > 0 && int64(len(data)+n) > lim.MaxBytes {
-				return nil, &LimitError{File: name, Limit: lim.MaxBytes}
-			}
-			base := len(data)
-			data = append(data, buf[:n]...)
-			for i := base; i < len(data); {
-				j := bytes.IndexByte(data[i:], '\n')
-				if j < 0 {
-					break
-				}
-				if lim.MaxLine > 0 && int64(i+j-lineStart) > lim.MaxLine {
-					break
-				}
-				i += j + 1
-				line++
-				lineStart = i
-			}
-			if lim.MaxLine > 0 && int64(len(data)-lineStart) > lim.MaxLine {
-				return nil, &LimitError{File: name, Line: line, Limit: lim.MaxLine}
-			}
-		}
+		n, err := l.Read(buf)
+		data = append(data, buf[:n]...)
 		if errors.Is(err, io.EOF) {
 			return data, nil
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			} else if errors.Is(err, os.ErrDeadlineExceeded) {
-				err = context.DeadlineExceeded
-			}
-			return nil, &ReadError{File: name, Err: err, Bytes: int64(len(data)), Line: line}
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, &ReadError{File: name, Err: err, Bytes: int64(len(data)), Line: line}
+			return nil, err
 		}
 	}
 }
+
+// chunk is how much ReadInput asks for at a time: the deadline and the
+// bounds are checked between chunks.
+const chunk = 64 << 10
 
 // LimitError is input beyond a bound of Limits: bad input, refused.
 type LimitError struct {

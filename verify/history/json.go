@@ -120,10 +120,10 @@ func describeToken(tok json.Token) string {
 // last line with no newline that is not even complete JSON is torn (see
 // History.TornLine): its line number is returned and it is left out.
 func readJSONL(data []byte, m *meter) ([]Event, int, error) {
-	r := &jsonReader{data: data, li: newLineIndex(data)}
 	var events []Event
-	off := 0
-	for off < len(data) {
+	lineNo := 0
+	for off := 0; off < len(data); {
+		lineNo++
 		end := bytes.IndexByte(data[off:], '\n')
 		last := end < 0
 		if last {
@@ -132,65 +132,88 @@ func readJSONL(data []byte, m *meter) ([]Event, int, error) {
 			end += off
 		}
 		line := data[off:end]
-		if len(bytes.TrimSpace(line)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(line))
-			dec.UseNumber()
-			e, err := r.object(dec, off, int64(len(events)))
-			if err != nil {
-				// Only an incomplete JSON text is torn: a whole
-				// object with a bad field is bad input like any other.
-				if last && len(events) > 0 && !json.Valid(line) {
-					l, _ := r.li.pos(off)
-					return events, l, nil
-				}
-				return nil, 0, err
-			}
-			if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
-				l, c := r.li.pos(off + int(dec.InputOffset()) + bytes.Index(line[dec.InputOffset():], rest))
-				return nil, 0, &InputError{Line: l, Col: c, Msg: "unexpected text after the event object (JSON Lines holds one object per line)"}
-			}
-			l, _ := r.li.pos(off)
-			if err := m.add(&e, l); err != nil {
-				return nil, 0, err
-			}
-			events = append(events, e)
-		}
 		off = end + 1
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		e, err := jsonlEvent(line, lineNo, int64(len(events)))
+		if err != nil {
+			if tornJSONL(line, last, len(events)) {
+				return events, lineNo, nil
+			}
+			return nil, 0, err
+		}
+		if err := m.add(&e, lineNo); err != nil {
+			return nil, 0, err
+		}
+		events = append(events, e)
 	}
 	return events, 0, nil
 }
 
-// readJSONArray reads a JSON array of event objects.
-func readJSONArray(data []byte, m *meter) ([]Event, error) {
+// tornJSONL says a line that did not decode is a write cut short: the
+// last, with no newline, after some events, and not complete JSON (a
+// whole object with a bad field is bad input like any other).
+func tornJSONL(line []byte, last bool, before int) bool {
+	return last && before > 0 && !json.Valid(line)
+}
+
+// jsonlEvent decodes the JSON Lines line numbered lineNo (without its
+// newline) as the event at index.
+func jsonlEvent(line []byte, lineNo int, index int64) (Event, error) {
+	r := &jsonReader{data: line, li: newLineIndex(line)}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	e, err := r.object(dec, 0, index)
+	if err == nil {
+		if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
+			_, c := r.li.pos(int(dec.InputOffset()) + bytes.Index(line[dec.InputOffset():], rest))
+			err = &InputError{Line: 1, Col: c, Msg: "unexpected text after the event object (JSON Lines holds one object per line)"}
+		}
+	}
+	if err != nil {
+		var ie *InputError
+		if errors.As(err, &ie) && ie.Line > 0 {
+			ie.Line += lineNo - 1
+		}
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// readJSONArray reads a JSON array of event objects, handing each to
+// yield as it is decoded (until yield returns false).
+func readJSONArray(data []byte, m *meter, yield func(Event) bool) error {
 	r := &jsonReader{data: data, li: newLineIndex(data)}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, r.errorAt(0, dec, err)
+		return r.errorAt(0, dec, err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, &InputError{Line: 1, Col: 1, Msg: fmt.Sprintf("expected a JSON array of events, found %s", describeToken(tok))}
+		return &InputError{Line: 1, Col: 1, Msg: fmt.Sprintf("expected a JSON array of events, found %s", describeToken(tok))}
 	}
-	var events []Event
-	for dec.More() {
-		e, err := r.object(dec, 0, int64(len(events)))
+	for index := int64(0); dec.More(); index++ {
+		e, err := r.object(dec, 0, index)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l, _ := r.li.pos(int(dec.InputOffset()))
 		if err := m.add(&e, l); err != nil {
-			return nil, err
+			return err
 		}
-		events = append(events, e)
+		if !yield(e) {
+			return nil
+		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, r.errorAt(0, dec, err)
+		return r.errorAt(0, dec, err)
 	}
 	rest := data[dec.InputOffset():]
 	if trimmed := strings.TrimSpace(string(rest)); trimmed != "" {
 		line, col := r.li.pos(int(dec.InputOffset()) + strings.Index(string(rest), trimmed[:1]))
-		return nil, &InputError{Line: line, Col: col, Msg: "unexpected text after the array of events"}
+		return &InputError{Line: line, Col: col, Msg: "unexpected text after the array of events"}
 	}
-	return events, nil
+	return nil
 }

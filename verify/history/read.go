@@ -110,7 +110,10 @@ func parse(name string, data []byte, format Format, m *meter) (*History, error) 
 	case JSONL:
 		events, torn, err = readJSONL(data, m)
 	case JSON:
-		events, err = readJSONArray(data, m)
+		err = readJSONArray(data, m, func(e Event) bool { events = append(events, e); return true })
+		if err != nil {
+			events = nil
+		}
 	case EDN:
 		events, err = readEDN(data, m)
 	case JepsenLog:

@@ -128,7 +128,7 @@ func (p *parsed) check(ctx context.Context, o Options, start time.Time) *Result 
 	prohibited := Prohibited(o.Consistency)
 
 	var vs *versions
-	var es []edge
+	var es *edges
 	if o.Workload == ListAppend {
 		vs, es = p.listAppend(an)
 		p.versionConflicts(an, vs)

@@ -1,6 +1,7 @@
 package isolation
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -17,10 +18,13 @@ func TestKeepReadShares(t *testing.T) {
 {"index":4,"type":"invoke","process":0,"f":"txn","value":[["r",1,null]]}
 {"index":5,"type":"ok","process":0,"f":"txn","value":[["r",1,[2,1]]]}
 `)
-	p, ok := fastParse(ListAppend, data)
-	if !ok {
-		t.Fatal("the fast reader refused a plain history")
+	b := newBuilder(ListAppend)
+	for line := range bytes.SplitSeq(bytes.TrimSpace(data), []byte("\n")) {
+		if !b.fastLine(line) {
+			t.Fatalf("the fast reader refused %s", line)
+		}
 	}
+	p := b.finish()
 	var got [][]int64
 	for i := range p.txns {
 		for j := range p.txns[i].mops {

@@ -3,36 +3,16 @@ package isolation
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
-	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
 )
 
-// CheckJSONL checks a JSON Lines history given as bytes. Histories of a
-// million transactions are common; decoding them into generic values
-// first costs more than checking them, so this reads the events straight
-// into the compact form. Whatever it does not expect (a value that is not
-// an integer or a string key, an escaped string, a line it cannot read) makes
-// it hand the whole history to the general reader, which reads every
-// history or says exactly where and why it cannot.
+// CheckJSONL checks a JSON Lines history given as bytes (see
+// CheckReader).
 func CheckJSONL(ctx context.Context, name string, data []byte, o Options) (*Result, error) {
-	start := time.Now()
-	if err := o.defaults(); err != nil {
-		return nil, err
-	}
-	p, ok := fastParse(o.Workload, data)
-	if !ok {
-		h, err := history.Parse(name, data, history.JSONL)
-		if err != nil {
-			return nil, err
-		}
-		return Check(ctx, h, o)
-	}
-	return p.check(ctx, o, start), nil
+	return CheckReader(ctx, name, bytes.NewReader(data), history.JSONL, history.Limits{}, o)
 }
 
 // reservedVal says an integer falls where interned values live, so the
@@ -178,126 +158,8 @@ type fastEvent struct {
 	typ     history.Type
 	process history.Process
 	nemesis bool
+	f       bool // the event names f (txn: the fast reader takes no other)
 	mops    []rawMop
-	line    int32 // where the line starts, for reports
-}
-
-// fastParse reads a transactional JSON Lines history; ok is false when it
-// met something only the general reader handles.
-func fastParse(workload string, data []byte) (*parsed, bool) {
-	p := &parsed{workload: workload, in: newInterner()}
-	var lineStarts []int32
-	open := map[history.Process]int32{} // process → its open invoke's txn
-	var invokeMops [][]rawMop           // per txn, the invoke's micro-ops
-	var mops []mop
-	pos := int32(0) // event position
-	var sc scanner
-	var ev fastEvent
-	for off := 0; off < len(data); {
-		end := bytes.IndexByte(data[off:], '\n')
-		if end < 0 {
-			end = len(data)
-		} else {
-			end += off
-		}
-		line := data[off:end]
-		lineStart := int32(off)
-		off = end + 1
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		// The scanner below assumes valid JSON; checking it first keeps
-		// the fast reader from accepting anything the general one refuses.
-		if !json.Valid(line) {
-			return nil, false
-		}
-		sc = scanner{b: line}
-		ev = fastEvent{index: int64(pos), process: history.NoProcess, line: lineStart, mops: ev.mops[:0]}
-		if err := p.fastEvent(&sc, &ev); err != nil {
-			return nil, false
-		}
-		if ev.process == history.NoProcess && !ev.nemesis {
-			return nil, false
-		}
-		if ev.nemesis {
-			pos++
-			continue
-		}
-		if ev.typ == history.Invoke {
-			if _, busy := open[ev.process]; busy {
-				return nil, false
-			}
-			t := int32(len(p.txns))
-			open[ev.process] = t
-			p.txns = append(p.txns, txn{index: ev.index, invoke: ev.index, process: ev.process, typ: history.Info, call: pos, ret: -1})
-			invokeMops = append(invokeMops, append([]rawMop(nil), ev.mops...))
-			lineStarts = append(lineStarts, lineStart, -1)
-			pos++
-			continue
-		}
-		t, ok := open[ev.process]
-		if !ok {
-			return nil, false
-		}
-		delete(open, ev.process)
-		tx := &p.txns[t]
-		tx.typ, tx.ret, tx.index = ev.typ, pos, ev.index
-		lineStarts[2*t+1] = lineStart
-		src := invokeMops[t]
-		if ev.typ == history.OK {
-			if len(ev.mops) != len(src) {
-				return nil, false
-			}
-			src = ev.mops
-		}
-		start := len(mops)
-		for j, r := range src {
-			m := mop{kind: r.f, key: r.key, val: r.val}
-			if r.f != mRead && ev.typ == history.OK && invokeMops[t][j] != r {
-				return nil, false
-			}
-			if r.f == mRead && ev.typ == history.OK {
-				if invokeMops[t][j].f != mRead || invokeMops[t][j].key != r.key {
-					return nil, false
-				}
-				m.known = true
-				if workload == RWRegister && r.null {
-					m.val = nilVal
-				}
-				m.start, m.n = r.start, r.n
-			}
-			mops = append(mops, m)
-		}
-		tx.mops = mops[start:len(mops):len(mops)]
-		invokeMops[t] = nil
-		pos++
-	}
-	// Transactions never completed are indeterminate, with the invoke's
-	// micro-operations.
-	for _, t := range open {
-		start := len(mops)
-		for _, r := range invokeMops[t] {
-			mops = append(mops, mop{kind: r.f, key: r.key, val: r.val})
-		}
-		p.txns[t].mops = mops[start:len(mops):len(mops)]
-	}
-	p.value = func(t int32) history.Value {
-		// Only reports come here: read the one line again, generally.
-		at := lineStarts[2*t+1]
-		if p.txns[t].typ != history.OK || at < 0 {
-			at = lineStarts[2*t]
-		}
-		end := bytes.IndexByte(data[at:], '\n')
-		if end < 0 {
-			end = len(data) - int(at)
-		}
-		h, err := history.Parse("line", data[at:int(at)+end], history.JSONL)
-		if err != nil || len(h.Events) != 1 {
-			return nil
-		}
-		return h.Events[0].Value
-	}
-	return p, true
 }
 
 // fastEvent reads one event object.
@@ -306,7 +168,9 @@ func (p *parsed) fastEvent(sc *scanner, ev *fastEvent) error {
 		return errSlow
 	}
 	sawType, sawValue := false, false
-	var seenKeys []string
+	// The keys seen, in the line: no string is made of them.
+	var seenBuf [8][]byte
+	seenKeys := seenBuf[:0]
 	for first := true; ; first = false {
 		if sc.byte('}') {
 			break
@@ -321,10 +185,12 @@ func (p *parsed) fastEvent(sc *scanner, ev *fastEvent) error {
 		// What the general reader refuses or reshapes goes to it: a
 		// repeated key, a "key" field (folded into the value), a time or
 		// a node of the wrong kind.
-		if len(seenKeys) > 0 && slices.Contains(seenKeys, string(key)) {
-			return errSlow
+		for _, k := range seenKeys {
+			if bytes.Equal(k, key) {
+				return errSlow
+			}
 		}
-		seenKeys = append(seenKeys, string(key))
+		seenKeys = append(seenKeys, key)
 		switch string(key) {
 		case "key":
 			return errSlow
@@ -377,6 +243,7 @@ func (p *parsed) fastEvent(sc *scanner, ev *fastEvent) error {
 			if err != nil {
 				return err
 			}
+			ev.f = true
 			if string(f) != "txn" && !ev.nemesis {
 				// Checked again once the process is known: a nemesis
 				// event may name anything.

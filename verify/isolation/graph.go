@@ -44,6 +44,25 @@ type edge struct {
 	r        rel
 }
 
+// edges collects edges in chunks of a fixed size: a history of a million
+// transactions has some ten million, and one slice grown by append would
+// copy them over and over and, while it grows, hold them twice.
+type edges struct {
+	chunks [][]edge
+	n      int
+}
+
+const edgeChunk = 1 << 16
+
+func (es *edges) add(e edge) {
+	if k := len(es.chunks); k == 0 || len(es.chunks[k-1]) == edgeChunk {
+		es.chunks = append(es.chunks, make([]edge, 0, edgeChunk))
+	}
+	c := &es.chunks[len(es.chunks)-1]
+	*c = append(*c, e)
+	es.n++
+}
+
 // graph is the dependency graph in compressed sparse rows: the edges out
 // of node v are to[off[v]:off[v+1]] with kinds rels[off[v]:off[v+1]].
 // Nodes are transaction numbers; an edge's kinds are the union of every
@@ -60,21 +79,27 @@ type graph struct {
 // are placed by their source in one counting pass (a general sort of
 // millions of edges cost more than the cycle searches), then each node's
 // few edges are sorted by target and merged.
-func build(n int, es []edge) *graph {
+func build(n int, es *edges) *graph {
 	g := &graph{n: n, off: make([]int32, n+1)}
-	for _, e := range es {
-		g.off[e.from+1]++
+	for _, c := range es.chunks {
+		for _, e := range c {
+			g.off[e.from+1]++
+		}
 	}
 	for v := 1; v <= n; v++ {
 		g.off[v] += g.off[v-1]
 	}
-	to := make([]int32, len(es))
-	rels := make([]rel, len(es))
+	to := make([]int32, es.n)
+	rels := make([]rel, es.n)
 	next := slices.Clone(g.off[:n])
-	for _, e := range es {
-		i := next[e.from]
-		next[e.from]++
-		to[i], rels[i] = e.to, e.r
+	for k, c := range es.chunks {
+		for _, e := range c {
+			i := next[e.from]
+			next[e.from]++
+			to[i], rels[i] = e.to, e.r
+		}
+		// The chunk is placed: let it go before the graph grows.
+		es.chunks[k] = nil
 	}
 	next = nil
 	// Merge in place: w is where the next kept edge goes.
@@ -229,7 +254,7 @@ func (g *graph) extensionSCCs(a, b rel) [][]int32 {
 			nodes = append(nodes, v)
 		}
 	}
-	var es []edge
+	es := &edges{}
 	for i, v := range nodes {
 		lv := int32(i)
 		for j := g.off[v]; j < g.off[v+1]; j++ {
@@ -239,10 +264,11 @@ func (g *graph) extensionSCCs(a, b rel) [][]int32 {
 			}
 			r := g.rels[j]
 			if r&a != 0 {
-				es = append(es, edge{2 * lv, 2*lw + 1, a}, edge{2*lv + 1, 2*lw + 1, a})
+				es.add(edge{2 * lv, 2*lw + 1, a})
+				es.add(edge{2*lv + 1, 2*lw + 1, a})
 			}
 			if r&b != 0 {
-				es = append(es, edge{2*lv + 1, 2 * lw, b})
+				es.add(edge{2*lv + 1, 2 * lw, b})
 			}
 		}
 	}

@@ -51,7 +51,7 @@ func (p *parsed) showList(l []int64) string {
 
 // listAppend analyses a list-append history: it finds the anomalies that
 // need no cycle and collects the ww, wr and rw edges.
-func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
+func (p *parsed) listAppend(an *anomalies) (*versions, *edges) {
 	vs := &versions{order: map[int32][]int64{}, orderWriter: map[int32][]int32{}, clean: map[int32]int{}}
 	intermediate := p.writers(an, vs, mAppend, "duplicate-appends", "appended", "appended", "append")
 
@@ -108,7 +108,7 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 		vs.unobserved[k] = slices.Compact(vs.unobserved[k])
 	}
 
-	var es []edge
+	es := &edges{}
 	// ww: consecutive versions of a key, and dirty updates: a committed
 	// append after an aborted one in a key's history.
 	keys := make([]int32, 0, len(vs.order))
@@ -137,11 +137,11 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			w1 := ow[i]
 			if i+1 < len(order) {
 				if w2 := ow[i+1]; w2 >= 0 {
-					es = append(es, edge{w1, w2, ww})
+					es.add(edge{w1, w2, ww})
 				}
 			} else {
 				for _, w2 := range vs.unobserved[k] {
-					es = append(es, edge{w1, w2, ww})
+					es.add(edge{w1, w2, ww})
 				}
 			}
 		}
@@ -178,7 +178,9 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 			k int32
 			s *state
 		}
-		var few []keyState
+		var fewBuf [4]keyState
+		var stBuf [4]state
+		few := fewBuf[:0]
 		var st map[int32]*state
 		if len(tx.mops) > 8 {
 			st = map[int32]*state{}
@@ -202,7 +204,12 @@ func (p *parsed) listAppend(an *anomalies) (*versions, []edge) {
 					return f.s
 				}
 			}
-			s := &state{}
+			var s *state
+			if len(few) < len(stBuf) {
+				s = &stBuf[len(few)]
+			} else {
+				s = &state{}
+			}
 			few = append(few, keyState{k, s})
 			return s
 		}
@@ -378,22 +385,22 @@ func (p *parsed) checkReadElements(an *anomalies, t int32, m *mop, read []int64,
 // readEdges adds the wr and rw edges of transaction t's external read ext
 // of key k. A read that contradicts the key's version order (reported by
 // versionConflicts) gets its wr edge only.
-func (p *parsed) readEdges(es []edge, t int32, k int32, ext []int64, vs *versions) []edge {
+func (p *parsed) readEdges(es *edges, t int32, k int32, ext []int64, vs *versions) *edges {
 	order := vs.order[k]
 	if len(ext) <= len(order) && slices.Equal(ext, order[:len(ext)]) {
 		// A prefix of the order (the common case, and free of
 		// duplicates): the writers are known by position.
 		ow := vs.orderWriter[k]
 		if n := len(ext); n > 0 && ow[n-1] >= 0 {
-			es = append(es, edge{ow[n-1], t, wr})
+			es.add(edge{ow[n-1], t, wr})
 		}
 		if len(ext) < len(order) {
 			if w := ow[len(ext)]; w >= 0 {
-				es = append(es, edge{t, w, rw})
+				es.add(edge{t, w, rw})
 			}
 		} else {
 			for _, w := range vs.unobserved[k] {
-				es = append(es, edge{t, w, rw})
+				es.add(edge{t, w, rw})
 			}
 		}
 		return es
@@ -404,25 +411,25 @@ func (p *parsed) readEdges(es []edge, t int32, k int32, ext []int64, vs *version
 		// placed on a version order this read contradicts.
 		if len(ext) > 0 {
 			if w, ok := vs.writer.get(kv{k, ext[len(ext)-1]}); ok {
-				es = append(es, edge{w, t, wr})
+				es.add(edge{w, t, wr})
 			}
 		}
 		return es
 	}
 	if len(ext) > 0 {
 		if w, ok := vs.writer.get(kv{k, ext[len(ext)-1]}); ok {
-			es = append(es, edge{w, t, wr})
+			es.add(edge{w, t, wr})
 		}
 	}
 	if len(ext) < len(order) {
 		if w, ok := vs.writer.get(kv{k, order[len(ext)]}); ok {
-			es = append(es, edge{t, w, rw})
+			es.add(edge{t, w, rw})
 		}
 	} else {
 		// The read saw every element any read saw: each append no read
 		// shows came after it.
 		for _, w := range vs.unobserved[k] {
-			es = append(es, edge{t, w, rw})
+			es.add(edge{t, w, rw})
 		}
 	}
 	return es

@@ -14,7 +14,7 @@ func (tx *txn) inGraph() bool { return tx.typ == history.OK || tx.typ == history
 // processEdges links each process's consecutive transactions. A process
 // whose transaction ended in info continues under another number, so a
 // process's transactions never overlap.
-func (p *parsed) processEdges(es []edge) []edge {
+func (p *parsed) processEdges(es *edges) *edges {
 	last := map[history.Process]int32{}
 	order := make([]int32, 0, len(p.txns))
 	for t := range p.txns {
@@ -26,7 +26,7 @@ func (p *parsed) processEdges(es []edge) []edge {
 	for _, t := range order {
 		pr := p.txns[t].process
 		if prev, ok := last[pr]; ok {
-			es = append(es, edge{prev, t, process})
+			es.add(edge{prev, t, process})
 		}
 		last[pr] = t
 	}
@@ -38,7 +38,7 @@ func (p *parsed) processEdges(es []edge) []edge {
 // frontier at its invoke, the completed transactions that no later
 // completed transaction is known to follow. When a transaction completes
 // it replaces in the frontier every one it follows.
-func (p *parsed) realtimeEdges(es []edge) []edge {
+func (p *parsed) realtimeEdges(es *edges) *edges {
 	type point struct {
 		pos    int32
 		t      int32
@@ -69,7 +69,7 @@ func (p *parsed) realtimeEdges(es []edge) []edge {
 			}
 			slices.Sort(ps)
 			for _, f := range ps {
-				es = append(es, edge{f, pt.t, realtime})
+				es.add(edge{f, pt.t, realtime})
 			}
 			if p.txns[pt.t].typ == history.OK {
 				preds[pt.t] = ps

@@ -17,7 +17,7 @@ type observation struct {
 
 // rwRegister analyses an rw-register history: the anomalies that need no
 // cycle, each key's version graph, and the ww, wr and rw edges it implies.
-func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
+func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, *edges) {
 	vs := &versions{succ: map[kv][]int64{}}
 	intermediate := p.writers(an, vs, mWrite, "duplicate-writes", "wrote", "written", "write")
 
@@ -28,7 +28,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 		a, b int64
 	}
 	var initial, wfr, seq, lin []vedge
-	var es []edge
+	es := &edges{}
 	type lostKey struct {
 		k int32
 		v int64
@@ -77,7 +77,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 					if w, ok := vs.writer.get(kv{m.key, m.val}); !ok || w != ti {
 						p.checkRegisterRead(an, ti, m, vs, intermediate)
 						if ok && !intermediate[kv{m.key, m.val}] {
-							es = append(es, edge{w, ti, wr})
+							es.add(edge{w, ti, wr})
 						}
 					}
 				}
@@ -98,7 +98,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			p.checkRegisterRead(an, ti, m, vs, intermediate)
 			if m.val != nilVal && !intermediate[kv{m.key, m.val}] {
 				if w, ok := vs.writer.get(kv{m.key, m.val}); ok && w != ti {
-					es = append(es, edge{w, ti, wr})
+					es.add(edge{w, ti, wr})
 				}
 			}
 		}
@@ -188,7 +188,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 			for _, b := range bs {
 				wb, okB := vs.writer.get(kv{k, b})
 				if okA && okB {
-					es = append(es, edge{wa, wb, ww})
+					es.add(edge{wa, wb, ww})
 				}
 			}
 		}
@@ -196,7 +196,7 @@ func (p *parsed) rwRegister(an *anomalies, o Options) (*versions, []edge) {
 	for i, r := range reads {
 		for _, b := range vs.succ[kv{readKeys[i], r.val}] {
 			if w, ok := vs.writer.get(kv{readKeys[i], b}); ok {
-				es = append(es, edge{r.t, w, rw})
+				es.add(edge{r.t, w, rw})
 			}
 		}
 	}

@@ -55,6 +55,8 @@ type mop struct {
 	// reads their n elements at start in reads, or, when start is -1,
 	// as the first n of the key's list in keyLists (see parsed.list).
 	known bool
+	// null says a known read returned nil (list-append: nil, not []).
+	null  bool
 	start int32
 	n     int32
 }
@@ -127,6 +129,17 @@ func (in *interner) val(v history.Value) int64 {
 	in.vals[s] = id
 	in.valNames[id] = v
 	return id
+}
+
+// value returns an interned value as the history had it.
+func (in *interner) value(v int64) history.Value {
+	if v == nilVal {
+		return nil
+	}
+	if name, ok := in.valNames[v]; ok {
+		return name
+	}
+	return v
 }
 
 // showVal renders an interned value as the history had it.
