@@ -33,6 +33,12 @@ type collected struct {
 	desired   map[string]string
 	actual    map[string]string
 	err       error
+	// calls are the nodes' API calls by operation, when the simulator
+	// tells them apart (callsCounted); callsErr why they could not be
+	// read.
+	calls        map[string]uint64
+	callsCounted bool
+	callsErr     error
 }
 
 // mutationTime is a record entry's time on the history's clock.
@@ -407,4 +413,48 @@ func jsonIndent(v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// callsPerMove reports what the nodes' work cost in API calls: every call
+// the nodes made during the run (reads of their reconcile passes, writes,
+// polls, retries, refused and throttled calls alike), against the
+// addresses they placed (assigns in the record: first placements and
+// moves) and moved (assigns to another NIC than the address's last). It
+// judges nothing.
+func callsPerMove(col *collected) checker.Checker {
+	return checker.Func(func(_ context.Context, _ *checker.Run) checker.Result {
+		fields := map[string]any{"counted": col.callsCounted}
+		if col.callsErr != nil {
+			fields["error"] = col.callsErr.Error()
+		}
+		if !col.callsCounted {
+			return checker.Result{Valid: linear.True, Fields: fields}
+		}
+		last := map[string]string{}
+		assigns, moves := 0, 0
+		for _, m := range col.mutations {
+			if m.Call != "assign-secondary-ip" {
+				continue
+			}
+			assigns++
+			if l, ok := last[m.Address]; ok && l != m.NIC {
+				moves++
+			}
+			last[m.Address] = m.NIC
+		}
+		var total, writes uint64
+		for op, n := range col.calls {
+			total += n
+			if writeOps[op] {
+				writes += n
+			}
+		}
+		fields["node_calls"], fields["node_writes"], fields["by_operation"] = total, writes, col.calls
+		fields["assigns"], fields["moves"] = assigns, moves
+		if assigns > 0 {
+			fields["calls_per_assign"] = float64(total) / float64(assigns)
+			fields["writes_per_assign"] = float64(writes) / float64(assigns)
+		}
+		return checker.Result{Valid: linear.True, Fields: fields}
+	})
 }

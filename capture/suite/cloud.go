@@ -49,16 +49,16 @@ const CloudAlias = "cloud"
 // and client (ARM) and verify signatures with the key the run makes
 // (OCI).
 const (
-	azureTenant   = "0a1b2c3d-0000-4000-8000-00000000cafe"
-	ociTenancy    = "ocid1.tenancy.oc1..ipfencetest"
-	ociUser       = "ocid1.user.oc1..ipfencetest"
-	ociRegion     = "us-ashburn-1"
-	ociProfile    = "IPFENCE_TEST"
-	simSubnet     = "10.0.0.0/16"
-	certFile      = "cloudsim.pem"
-	ociKeyFile    = "oci-key.pem"
-	ociPubFile    = "oci-key.pub.pem"
-	ociConfigFile = "oci-config"
+	azureTenant = "0a1b2c3d-0000-4000-8000-00000000cafe"
+	ociTenancy  = "ocid1.tenancy.oc1..ipfencetest"
+	ociUser     = "ocid1.user.oc1..ipfencetest"
+	ociRegion   = "us-ashburn-1"
+	ociProfile  = "IPFENCE_TEST"
+	simSubnet   = "10.0.0.0/16"
+	certFile    = "cloudsim.pem"
+	// ociHarnessUser signs the clients' reads.
+	ociHarnessUser = "ocid1.user.oc1..ipfenceharness"
+	ociConfigFile  = "oci-config"
 )
 
 // nicOf is node's NIC at the simulator, as its cloud names one: an ENI
@@ -97,26 +97,46 @@ func (c *cluster) prepareCloud() error {
 			return fmt.Errorf("--provider oci: %s exists, and the OCI SDK reads it before the OCI_CONFIG_FILE the test writes; run as a user without one", p)
 		}
 	}
-	// 2048 bits, as OCI asks of an API key.
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
+	// The nodes' key, in the config file they read, and the clients'
+	// own, so that the simulator counts the nodes' calls apart.
+	var err error
+	if c.ociNodes, err = newOCIKey(c.dir, ociUser, "oci-key"); err != nil {
 		return err
 	}
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		return err
-	}
-	c.ociKey = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	c.ociFingerprint = fingerprint(der)
-	if err := os.WriteFile(filepath.Join(c.dir, ociKeyFile), []byte(c.ociKey), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(c.dir, ociPubFile), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
+	if c.ociHarness, err = newOCIKey(c.dir, ociHarnessUser, "oci-harness-key"); err != nil {
 		return err
 	}
 	cfg := fmt.Sprintf("[%s]\nuser=%s\nfingerprint=%s\ntenancy=%s\nregion=%s\nkey_file=%s\n",
-		ociProfile, ociUser, c.ociFingerprint, ociTenancy, ociRegion, filepath.Join(c.dir, ociKeyFile))
+		ociProfile, ociUser, c.ociNodes.fingerprint, ociTenancy, ociRegion, c.ociNodes.file)
 	return os.WriteFile(filepath.Join(c.dir, ociConfigFile), []byte(cfg), 0o600)
+}
+
+// ociKey is an OCI API key the run made: its user, the private key (PEM,
+// in file), its fingerprint, and the public key's file.
+type ociKey struct {
+	user, pem, fingerprint, file, pubFile string
+}
+
+// id is the key id OCI's signatures name.
+func (k ociKey) id() string { return ociTenancy + "/" + k.user + "/" + k.fingerprint }
+
+// newOCIKey makes a 2048-bit RSA key (as OCI asks of an API key) and
+// writes it as name.pem (private, 0600) and name.pub.pem in dir.
+func newOCIKey(dir, user, name string) (ociKey, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return ociKey{}, err
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return ociKey{}, err
+	}
+	k := ociKey{user: user, fingerprint: fingerprint(der), file: filepath.Join(dir, name+".pem"), pubFile: filepath.Join(dir, name+".pub.pem"),
+		pem: string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))}
+	if err := os.WriteFile(k.file, []byte(k.pem), 0o600); err != nil {
+		return ociKey{}, err
+	}
+	return k, os.WriteFile(k.pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644)
 }
 
 // fingerprint is an API key's fingerprint as OCI shows it: the MD5 of
@@ -147,7 +167,7 @@ func (c *cluster) simArgs(listen string) []string {
 		args = append(args, "--dialect", "arm", "--cert", filepath.Join(c.dir, certFile))
 	case "oci":
 		args = append(args, "--dialect", "oci", "--cert", filepath.Join(c.dir, certFile),
-			"--public-key", ociTenancy+"/"+ociUser+"/"+c.ociFingerprint+"="+filepath.Join(c.dir, ociPubFile))
+			"--public-key", c.ociNodes.id()+"="+c.ociNodes.pubFile, "--public-key", c.ociHarness.id()+"="+c.ociHarness.pubFile)
 	}
 	return args
 }
@@ -259,7 +279,7 @@ func (c *cluster) openReader(ctx context.Context, name string) (reader, error) {
 			Credential: cred, Endpoint: c.sim, Transport: c.admin, ReadRetries: -1})
 	case "oci":
 		return oci.New(oci.Options{SubnetID: c.ociSubnet, Host: c.sim, HTTPClient: c.admin, ReadAttempts: 1,
-			ConfigurationProvider: common.NewRawConfigurationProvider(ociTenancy, ociUser, ociRegion, c.ociFingerprint, c.ociKey, nil)})
+			ConfigurationProvider: common.NewRawConfigurationProvider(ociTenancy, c.ociHarness.user, ociRegion, c.ociHarness.fingerprint, c.ociHarness.pem, nil)})
 	}
 	return aws.New(ctx, aws.Options{
 		Region: "us-east-1", Endpoint: c.sim,
@@ -340,4 +360,42 @@ var cloudFaults = map[string]map[string]any{
 		"latency":     map[string]any{"latency": "400ms"},
 		"remap-delay": map[string]any{"remapDelay": "1s"},
 	},
+}
+
+// writeOps are the operations of each dialect that change something.
+var writeOps = map[string]bool{
+	armsim.OpPut:             true,
+	ocisim.OpUpdatePrivateIp: true, ocisim.OpCreatePrivateIp: true, ocisim.OpDeletePrivateIp: true, ocisim.OpUpdateVnic: true,
+}
+
+// nodeCalls reads the simulator's count of the nodes' API calls, by
+// operation, summed over the nodes (the clients' reads, under their own
+// principal or key, left out); counted is false where the dialect does
+// not tell callers apart (EC2's).
+func (c *cluster) nodeCalls(ctx context.Context) (calls map[string]uint64, counted bool, err error) {
+	if c.cloud == "aws" {
+		return nil, false, nil
+	}
+	var by map[string]map[string]uint64
+	if err := c.simGet(ctx, "/admin/calls", &by); err != nil {
+		return nil, false, err
+	}
+	nodes := map[string]bool{}
+	for _, n := range c.nodes {
+		if c.cloud == "azure" {
+			nodes["ipfence-"+n] = true
+		}
+	}
+	if c.cloud == "oci" {
+		nodes[c.ociNodes.id()] = true
+	}
+	calls = map[string]uint64{}
+	for caller, ops := range by {
+		if nodes[caller] {
+			for op, n := range ops {
+				calls[op] += n
+			}
+		}
+	}
+	return calls, true, nil
 }

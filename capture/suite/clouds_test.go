@@ -111,6 +111,17 @@ func cloudIsValid(t *testing.T, cloud string) {
 	if n, _ := cs["failover"].Fields["failovers"].(int); n == 0 {
 		t.Errorf("no failover measured: %v", cs["failover"].Fields)
 	}
+	// The simulator told the nodes' calls (the record holds only what
+	// they wrote) from the clients' reads: on OCI the nodes wrote at
+	// least once per address they placed (UpdatePrivateIp or
+	// CreatePrivateIp names one address); on ARM a PUT carries a NIC's
+	// every address, so fewer writes than assigns show that the drivers
+	// batch and that the clients' calls were left out.
+	calls := cs["calls"].Fields
+	if calls["counted"] != true || calls["assigns"].(int) < 4 || calls["node_writes"].(uint64) == 0 || calls["node_calls"].(uint64) <= calls["node_writes"].(uint64) ||
+		cloud == "oci" && calls["node_writes"].(uint64) < uint64(calls["assigns"].(int)) {
+		t.Errorf("calls: %v", calls)
+	}
 	okReads := 0
 	for _, o := range out.Events {
 		if o.Process >= 0 && o.F == "read" && o.Type == history.OK {
@@ -199,5 +210,31 @@ func TestNICNames(t *testing.T) {
 	}
 	if nodeOf("") != "" {
 		t.Errorf("nodeOf(\"\") = %q", nodeOf(""))
+	}
+}
+
+// The nodes' calls against the addresses placed and moved: first
+// placements count as assigns, not moves; a dialect that does not count
+// callers reports only that.
+func TestCallsPerMove(t *testing.T) {
+	col := &collected{callsCounted: true,
+		calls: map[string]uint64{"NetworkInterfaces_Get": 9, "NetworkInterfaces_CreateOrUpdate": 4, "NetworkInterfaces_List": 2},
+		mutations: []mutationRecord{
+			rec(1, "assign-secondary-ip", "nic-n1", "a", 1, ""),
+			rec(1, "assign-secondary-ip", "nic-n1", "b", 1, ""),
+			rec(1.1, "ensure-forwarding-enabled", "nic-n1", "a", 1, ""),
+			rec(2, "unassign-secondary-ip", "nic-n1", "a", 2, ""),
+			rec(2.1, "assign-secondary-ip", "nic-n2", "a", 2, ""),
+			rec(3, "assign-secondary-ip", "nic-n2", "a", 3, ""), // again on its NIC: no move
+		}}
+	res := callsPerMove(col).Check(t.Context(), run(t, nil))
+	f := res.Fields
+	if res.Valid != linear.True || f["node_calls"] != uint64(15) || f["node_writes"] != uint64(4) || f["assigns"] != 4 || f["moves"] != 1 ||
+		f["calls_per_assign"] != 3.75 || f["writes_per_assign"] != 1.0 {
+		t.Fatalf("%+v", res)
+	}
+	col = &collected{mutations: col.mutations}
+	if res := callsPerMove(col).Check(t.Context(), run(t, nil)); res.Valid != linear.True || len(res.Fields) != 1 || res.Fields["counted"] != false {
+		t.Fatalf("uncounted: %+v", res)
 	}
 }

@@ -73,9 +73,10 @@ type cluster struct {
 	cloud string
 	admin *http.Client
 	env   []string
-	// The OCI API key the nodes and clients sign with (PEM, and its
-	// fingerprint), and the subnet OCID the simulator made.
-	ociKey, ociFingerprint, ociSubnet string
+	// The OCI API keys the nodes and the clients sign with, and the
+	// subnet OCID the simulator made.
+	ociNodes, ociHarness ociKey
+	ociSubnet            string
 
 	mu   sync.Mutex
 	logs map[string]*os.File

@@ -221,6 +221,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 			"fence":         fence(col),
 			"convergence":   convergence(col),
 			"failover":      failover(col),
+			"calls":         callsPerMove(col),
 			"availability":  availability(col),
 			"damage":        damageChecker(damaged),
 			"hostile":       hostileChecker(hostile),
@@ -503,6 +504,7 @@ func collect(ctx context.Context, c *cluster, col *collected, dir string) error 
 	if err := writeJSONFile(filepath.Join(dir, "mutations.json"), raw); err != nil {
 		return err
 	}
+	col.calls, col.callsCounted, col.callsErr = c.nodeCalls(ctx)
 	if !col.converged && lastErr != nil {
 		col.err = lastErr
 	}

@@ -215,6 +215,12 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 	} else {
 		fmt.Fprintf(w, "  failover        %-7s no failover observed\n", valid("failover"))
 	}
+	if r, ok := cs["calls"]; ok && r.Fields["counted"] == true {
+		if per, ok := r.Fields["calls_per_assign"].(float64); ok {
+			fmt.Fprintf(w, "  calls           %-7s %v node API calls, %v writes, for %v assigns (%v moves): %.1f calls and %.1f writes per assign\n",
+				r.Valid, r.Fields["node_calls"], r.Fields["node_writes"], r.Fields["assigns"], r.Fields["moves"], per, r.Fields["writes_per_assign"])
+		}
+	}
 	if r, ok := cs["availability"]; ok {
 		total, _ := r.Fields["no_holder_ms"].(float64)
 		line := fmt.Sprintf("  availability    %-7s no holder %.0f ms", r.Valid, total)

@@ -91,7 +91,7 @@ func TestTestCaptureRuns(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Valid != true || res.Seed != 7 || len(res.Checkers) != 11 || res.Checkers["damage"] == nil || res.Checkers["hostile"] == nil {
+	if res.Valid != true || res.Seed != 7 || len(res.Checkers) != 12 || res.Checkers["calls"]["counted"] != false || res.Checkers["damage"] == nil || res.Checkers["hostile"] == nil {
 		t.Fatalf("results.json: %s", b)
 	}
 	cmdLine, _ := os.ReadFile(filepath.Join(dir, "command"))
@@ -118,7 +118,7 @@ func TestTestCaptureOnEachCloud(t *testing.T) {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			text := string(out)
-			for _, want := range []string{"single holder   true", "fence           true    stale actions executed 0", "linearizable    true", "\nVALID  " + store + "/capture/"} {
+			for _, want := range []string{"single holder   true", "fence           true    stale actions executed 0", "linearizable    true", "calls           true    ", " writes per assign\n", "\nVALID  " + store + "/capture/"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("output lacks %q:\n%s", want, text)
 				}
