@@ -192,20 +192,23 @@ func (c *cluster) cloudStarted(ctx context.Context) error {
 	c.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 16}}
 	cert := filepath.Join(c.dir, certFile)
+	// The simulator is on this machine (in namespaces, at the host's
+	// address there, which a proxy setting would send elsewhere).
+	c.env = []string{"HTTPS_PROXY=", "https_proxy=", "HTTP_PROXY=", "http_proxy=", "ALL_PROXY=", "all_proxy="}
 	switch c.cloud {
 	case "azure":
-		c.env = []string{
+		c.env = append(c.env,
 			// Only the environment credential: the rest of azidentity's
 			// default chain (managed identity's IMDS probe above all)
 			// is never built, so no request leaves the machine.
 			"AZURE_TOKEN_CREDENTIALS=EnvironmentCredential",
-			"AZURE_TENANT_ID=" + azureTenant, "AZURE_CLIENT_SECRET=not-a-real-secret",
+			"AZURE_TENANT_ID="+azureTenant, "AZURE_CLIENT_SECRET=not-a-real-secret",
 			"AZURE_CLIENT_CERTIFICATE_PATH=", "AZURE_USERNAME=", "AZURE_PASSWORD=", "AZURE_FEDERATED_TOKEN_FILE=",
 			"AZURE_REGIONAL_AUTHORITY_NAME=", "IDENTITY_ENDPOINT=", "MSI_ENDPOINT=",
 			// The simulator's certificate is the nodes' only trust:
 			// nothing else is reached over TLS.
-			"SSL_CERT_FILE=" + cert, "SSL_CERT_DIR=" + c.dir,
-		}
+			"SSL_CERT_FILE="+cert, "SSL_CERT_DIR="+c.dir,
+		)
 	case "oci":
 		var st struct {
 			SubnetID string `json:"subnetId"`
@@ -219,7 +222,7 @@ func (c *cluster) cloudStarted(ctx context.Context) error {
 		c.ociSubnet = st.SubnetID
 		// OCI_DEFAULT_CERTS_PATH is the SDK's own CA bundle: it trusts
 		// the simulator for the SDK's client alone.
-		c.env = []string{"OCI_CONFIG_FILE=" + filepath.Join(c.dir, ociConfigFile), "OCI_DEFAULT_CERTS_PATH=" + cert}
+		c.env = append(c.env, "OCI_CONFIG_FILE="+filepath.Join(c.dir, ociConfigFile), "OCI_DEFAULT_CERTS_PATH="+cert)
 	}
 	return nil
 }

@@ -1,13 +1,15 @@
 // Package suite is the Jepsen-style test of ipfence's capture: the cloud
-// simulator and N `ipfence serve` nodes run as real processes (on loopback,
-// with the harness's proxies on every node-to-node link, or in network
-// namespaces), clients drain and undrain members and read where the
-// provider says each address is, a nemesis partitions, pauses, kills and
-// restarts nodes, skews and strobes their clocks and breaks the provider,
-// and the checkers judge: a single holder at every instant, no stale
-// action executed (the fence), convergence after the final heal, failover
-// latency, and linearizability of the provider's address register against
-// the capture-owner model.
+// simulator (its EC2, ARM or OCI dialect, with the nodes on the AWS, Azure
+// or OCI driver: see Clouds) and N `ipfence serve` nodes run as real
+// processes (on loopback, with the harness's proxies on every node-to-node
+// link, or in network namespaces), clients drain and undrain members and
+// read where the provider says each address is, a nemesis partitions,
+// pauses, kills and restarts nodes, skews and strobes their clocks and
+// breaks the provider, and the checkers judge: a single holder at every
+// instant, no stale action executed (the fence), convergence after the
+// final heal, failover latency, the nodes' API calls per move, and
+// linearizability of the provider's address register against the
+// capture-owner model.
 //
 // `ipfence test capture` runs it; the planted bug, --unsafe-disable-fence,
 // must make it report invalid.
