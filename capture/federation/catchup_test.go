@@ -16,8 +16,9 @@ import (
 // reads a majority's records before it acts: a heartbeat says a peer is
 // there, not that everything it sent has arrived (a backlog of epoch
 // records goes out batch after batch, heartbeats first). Here c restarts
-// while 300 epoch records it has not seen wait for it, with every batch to
-// it cut: it is not synced until it has pulled, and then holds them all.
+// while 300 epoch records it has not seen (held by a and b) wait for it,
+// with every batch to it cut: it is not synced until it has pulled, and
+// then holds them all.
 func TestNodeCatchesUpBeforeActing(t *testing.T) {
 	c := newCluster(t, "a", "b", "c")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,7 +43,6 @@ func TestNodeCatchesUpBeforeActing(t *testing.T) {
 	})
 	runs["c"]()
 	<-done["c"]
-	c.nodes["c"].Close()
 	c.setCut("a", "c", true)
 	c.setCut("b", "c", true)
 	subjects := make([]string, 300)
@@ -54,9 +54,10 @@ func TestNodeCatchesUpBeforeActing(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	sw := &handlerSwitch{}
-	c.srv["c"].Config.Handler = sw
-	c.start("c", []string{"a", "b", "c"}, sw)
+	// a acts at a record once a majority holds it: here a and b. c then
+	// needs the records of one peer besides its own log.
+	eventually(t, "b holds a's records", func() bool { return c.nodes["a"].Stats()["b"].Pending == 0 })
+	c.restart("c")
 	n := c.nodes["c"]
 	if ok, why := n.Synced(); ok || !strings.Contains(why, "started and may have missed") {
 		t.Fatalf("c just restarted: synced %v (%s)", ok, why)
@@ -79,14 +80,24 @@ func TestNodeCatchesUpBeforeActing(t *testing.T) {
 	// cut): once heard again, c reads their records before it acts.
 	c.setCut("a", "c", false)
 	c.setCut("b", "c", false)
+	eventually(t, "c is covered", func() bool { return n.Covered(time.Now().Add(-time.Millisecond)) == nil })
 	c.setCut("c", "a", true)
 	c.setCut("c", "b", true)
 	eventually(t, "c's cover runs out", func() bool { return n.Covered(time.Now()) != nil })
 	c.setCut("c", "a", false)
 	c.setCut("c", "b", false)
+	defer func() {
+		if t.Failed() {
+			ok, why := n.Synced()
+			n.mu.Lock()
+			reason := n.contact.Reason()
+			n.mu.Unlock()
+			t.Logf("c: synced %v (%s), reason %q, covered %v, stats %+v", ok, why, reason, n.Covered(time.Now()), n.Stats())
+		}
+	}()
 	eventually(t, "c is covered again and caught up", func() bool {
 		n.mu.Lock()
-		missed := n.missed
+		missed := n.contact.Reason()
 		n.mu.Unlock()
 		ok, _ := n.Synced()
 		return ok && strings.Contains(missed, "not heard by a majority")

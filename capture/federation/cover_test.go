@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ipfence/ipfence/capture/liveness"
 )
 
 // Covered measures from the making of the newest heartbeat a majority
@@ -15,6 +17,7 @@ func TestCoveredByAcknowledgedHeartbeats(t *testing.T) {
 	const window = 2 * time.Second
 	n1.mu.Lock()
 	n1.cfg.Timing = Timing{TTL: window}
+	n1.contact = liveness.New(len(n1.nodes), window)
 	n1.mu.Unlock()
 	peer := func(name string) Peer {
 		for _, p := range n1.cfg.Peers {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/auth"
+	"github.com/ipfence/ipfence/capture/liveness"
 )
 
 // Peer is another node of the cluster.
@@ -152,16 +153,13 @@ type Node struct {
 	// heard is signalled when a batch arrives from the peer: it is up, so
 	// a delivery to it waiting out a backoff goes now.
 	heard map[string]chan struct{}
-	// lastBatch is when a batch from each peer last arrived, on this
-	// process's monotonic clock (see InContact).
-	lastBatch map[string]time.Time
 	// hbAt is when each of this node's recent heartbeats was made, by
-	// seq, on the monotonic clock; heardBy is, for each peer, when the
-	// newest of them it acknowledged was made; gapAt is the last time the
-	// cover heardBy gives ran out and came back (see Covered).
-	hbAt    map[uint64]time.Time
-	heardBy map[string]time.Time
-	gapAt   time.Time
+	// seq, on the monotonic clock.
+	hbAt map[uint64]time.Time
+	// contact is the pure record of whom this node heard and was heard
+	// by, and whose records it read since it may have missed news (see
+	// InContact, Covered and Synced); fed times from the monotonic clock.
+	contact *liveness.Contact
 	live    map[string]MemberState
 	stats   map[string]*PeerStats
 	// refused counts events refused at the door, by reason; logged counts
@@ -181,13 +179,7 @@ type Node struct {
 	// genesis the incarnations seen at a first start (see Records).
 	pulledInc map[string]string
 	genesis   map[string]string
-	// caught are the peers whose records (synced ones) were read since
-	// this node last may have missed news: since it started, or since
-	// its cover ran out (see Covered). Until enough were, it acts for
-	// nothing (see Synced); missed says why it may have missed some, and
-	// catchUp wakes the pull loop when it does.
-	caught  map[string]bool
-	missed  string
+	// catchUp wakes the pull loop when the node may have missed news.
 	catchUp chan struct{}
 	// writeHook, when set, runs before every write to the log; an error
 	// fails the write. Tests use it to make the disk fail.
@@ -218,10 +210,10 @@ func Open(cfg Config) (*Node, error) {
 		cfg.Heartbeat = 500 * time.Millisecond
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, state: NewState(), outbox: map[string]map[string]bool{},
-		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{}, lastBatch: map[string]time.Time{},
-		hbAt: map[uint64]time.Time{}, heardBy: map[string]time.Time{}, stats: map[string]*PeerStats{},
+		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{},
+		hbAt: map[uint64]time.Time{}, stats: map[string]*PeerStats{},
 		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}, certs: map[string][]byte{},
-		caught: map[string]bool{}, missed: "started", catchUp: make(chan struct{}, 1)}
+		catchUp: make(chan struct{}, 1)}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -234,6 +226,7 @@ func Open(cfg Config) (*Node, error) {
 		n.stats[p.Name] = &PeerStats{}
 	}
 	slices.Sort(n.nodes)
+	n.contact = liveness.New(len(n.nodes), cfg.Timing.TTL+cfg.Timing.PromotionHold)
 	if fi, err := os.Stat(cfg.Path); err == nil && fi.Size() == 0 {
 		// bbolt would make a new log of it: a silent fresh start. An
 		// empty file is a truncated one; the operator decides.
@@ -654,7 +647,7 @@ func (n *Node) Receive(b Batch) (applied, refused int, err error) {
 	}
 	applied, err = n.applyLocked(ok, b.From, true)
 	if err == nil {
-		n.lastBatch[b.From] = time.Now()
+		n.contact.Heard(b.From, time.Now())
 	}
 	changed := false
 	if applied > 0 {
@@ -697,18 +690,8 @@ func (n *Node) Receive(b Batch) (applied, refused int, err error) {
 func (n *Node) InContact(window time.Duration) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	heard := 1
-	for _, t := range n.lastBatch {
-		if time.Since(t) <= window {
-			heard++
-		}
-	}
-	return heard >= len(n.nodes)/2+1
+	return n.contact.InContact(time.Now(), window)
 }
-
-// coverWindow is how long the peers wait before they find a silent node
-// stale.
-func (n *Node) coverWindow() time.Duration { return n.cfg.Timing.TTL + n.cfg.Timing.PromotionHold }
 
 // maxHeartbeatsKept is how many heartbeats hbAt holds before the ones
 // older than two delivery timeouts are swept.
@@ -719,44 +702,7 @@ const deliveryTimeout = 5 * time.Second
 
 // ErrUncovered is Covered's error: the peers may have found this node
 // stale since the time asked about.
-var ErrUncovered = errors.New("not heard by a majority of the cluster within the contact window")
-
-// cover is the time up to which the peers' acknowledgements show this
-// node fresh to a majority: a majority, this node included, holds a
-// heartbeat of it made at cover or later. Zero if no majority does.
-func (n *Node) cover() time.Time {
-	need := len(n.nodes)/2 + 1 - 1 // peers, besides this node
-	if need <= 0 {
-		return time.Now()
-	}
-	ts := make([]time.Time, 0, len(n.heardBy))
-	for _, t := range n.heardBy {
-		ts = append(ts, t)
-	}
-	if len(ts) < need {
-		return time.Time{}
-	}
-	slices.SortFunc(ts, func(a, b time.Time) int { return b.Compare(a) })
-	return ts[need-1]
-}
-
-// coverLocked records that peer acknowledged a heartbeat made at at, and
-// notes a gap when the cover had run out before it came back.
-func (n *Node) coverLocked(peer string, at time.Time) {
-	before := n.cover()
-	n.heardBy[peer] = at
-	if window := n.coverWindow(); window > 0 && !n.cover().Equal(before) && (before.IsZero() || time.Since(before) >= window) {
-		n.gapAt = time.Now()
-		if !before.IsZero() {
-			// The peers may have found this node stale meanwhile and
-			// moved its lines; their news of that may still be on its
-			// way (a backlog goes out batch after batch, heartbeats
-			// first), so this node reads their records before it acts
-			// again.
-			n.missLocked("was not heard by a majority for longer than the contact window")
-		}
-	}
-}
+var ErrUncovered = liveness.ErrUncovered
 
 // Covered reports whether the peers cannot have found this node stale
 // since start: a majority acknowledged heartbeats of it made within
@@ -774,20 +720,7 @@ func (n *Node) coverLocked(peer string, at time.Time) {
 func (n *Node) Covered(start time.Time) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	window := n.coverWindow()
-	if window <= 0 {
-		return nil
-	}
-	c := n.cover()
-	switch {
-	case c.IsZero():
-		return ErrUncovered
-	case time.Since(c) >= window:
-		return fmt.Errorf("%w: the newest heartbeat a majority holds was made %s ago", ErrUncovered, time.Since(c).Round(time.Millisecond))
-	case !n.gapAt.IsZero() && !start.After(n.gapAt):
-		return fmt.Errorf("%w: the cover ran out after this pass began (%s ago) and came back %s ago", ErrUncovered, time.Since(start).Round(time.Millisecond), time.Since(n.gapAt).Round(time.Millisecond))
-	}
-	return nil
+	return n.contact.Covered(start, time.Now())
 }
 
 // Handler serves the federation endpoints: POST a Batch to Path and get
@@ -1101,8 +1034,8 @@ func (n *Node) deliver(ctx context.Context, p Peer) (int, error) {
 	st.LastDelivered = n.cfg.Clock()
 	for _, e := range b.Events {
 		if e.Kind == Heartbeat && e.Origin == n.cfg.Node {
-			if at, ok := n.hbAt[e.Seq]; ok && at.After(n.heardBy[p.Name]) {
-				n.coverLocked(p.Name, at)
+			if at, ok := n.hbAt[e.Seq]; ok && n.contact.Acked(p.Name, at, time.Now()) {
+				n.wakeCatchUp()
 			}
 		}
 	}
@@ -1216,12 +1149,7 @@ func (n *Node) syncedLocked() (bool, string) {
 		return true, ""
 	}
 	if n.synced {
-		need := n.catchUpQuorum()
-		if len(n.caught) >= need {
-			return true, ""
-		}
-		return false, fmt.Sprintf("this node %s and may have missed its peers' news: it acts for nothing until it has read the records of %d synced peers; read %d %v",
-			n.missed, need, len(n.caught), slices.Sorted(maps.Keys(n.caught)))
+		return n.contact.Ready()
 	}
 	var synced, unsynced []string
 	for p, s := range n.pulled {
@@ -1237,21 +1165,8 @@ func (n *Node) syncedLocked() (bool, string) {
 		n.incarnation, n.PullQuorum(), len(synced), synced, unsynced)
 }
 
-// catchUpQuorum is how many synced peers' records a node that kept its
-// state reads after it may have missed news: with its own log, a majority
-// of the cluster, which meets every majority that acknowledged a record
-// (see ReplicationQuorum). A heartbeat says a peer is there, not that
-// everything it sent has arrived.
-func (n *Node) catchUpQuorum() int { return len(n.nodes) / 2 }
-
-// missLocked makes the node read its peers' records again before it acts.
-// Called with n.mu held.
-func (n *Node) missLocked(why string) {
-	if len(n.cfg.Peers) == 0 {
-		return
-	}
-	clear(n.caught)
-	n.missed = why
+// wakeCatchUp wakes the pull loop: the node may have missed news.
+func (n *Node) wakeCatchUp() {
 	select {
 	case n.catchUp <- struct{}{}:
 	default:
@@ -1286,7 +1201,7 @@ func (n *Node) MarkUnsynced() error {
 	}
 	n.synced, n.incarnation = false, inc
 	clear(n.pulled)
-	clear(n.caught)
+	n.contact.Forget()
 	return nil
 }
 
@@ -1307,7 +1222,7 @@ func (n *Node) syncLoop(ctx context.Context) {
 		var wg sync.WaitGroup
 		for _, p := range n.cfg.Peers {
 			n.mu.Lock()
-			done := n.pulled[p.Name] && (!n.synced || n.caught[p.Name])
+			done := n.pulled[p.Name] && (!n.synced || n.contact.HasRead(p.Name))
 			n.mu.Unlock()
 			if done {
 				continue
@@ -1424,7 +1339,7 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		// A node that is not synced yet reads every answer (the rules
 		// below decide whether it may sync on them); one that kept its
 		// state counts only peers that kept theirs.
-		n.caught[p.Name] = true
+		n.contact.Read(p.Name)
 	}
 	became := false
 	if !n.synced {

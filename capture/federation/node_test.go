@@ -27,6 +27,16 @@ type cluster struct {
 	changes map[string]*atomic.Int64
 	// signers, when set, sign each node's events (see sign_test.go).
 	signers map[string]Signer
+	// sw is each node's handler switch, names the cluster's nodes.
+	sw    map[string]*handlerSwitch
+	names []string
+}
+
+// restart closes node name and opens it again behind the same server.
+// Its Run, if any, must have returned.
+func (c *cluster) restart(name string) {
+	c.nodes[name].Close()
+	c.start(name, c.names, c.sw[name])
 }
 
 // cutTransport fails requests on cut links.
@@ -56,6 +66,7 @@ func newClusterSigned(t *testing.T, signers map[string]Signer, names ...string) 
 		cut: map[[2]string]bool{}, changes: map[string]*atomic.Int64{}}
 	// Servers first, so that every node knows every URL.
 	handlers := map[string]*handlerSwitch{}
+	c.sw, c.names = handlers, names
 	for _, n := range names {
 		h := &handlerSwitch{}
 		handlers[n] = h

@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"crypto/x509"
+	"sync"
 	"testing"
 
 	"github.com/ipfence/ipfence/capture/auth"
@@ -35,8 +36,9 @@ func TestSignedEventsThroughARelay(t *testing.T) {
 	c.setCut("c", "a", true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var wg sync.WaitGroup
 	for _, n := range c.nodes {
-		go n.Run(ctx)
+		wg.Go(func() { n.Run(ctx) })
 	}
 	e, err := c.nodes["a"].Emit(Drain, "b", nil)
 	if err != nil {
@@ -92,10 +94,8 @@ func TestSignedEventsThroughARelay(t *testing.T) {
 	// b keeps a's certificate in its log: reopened, it still has it to
 	// pass on with a's events.
 	cancel()
-	c.nodes["b"].Close()
-	sw := &handlerSwitch{}
-	c.srv["b"].Config.Handler = sw
-	c.start("b", []string{"a", "b", "c"}, sw)
+	wg.Wait()
+	c.restart("b")
 	b := c.nodes["b"]
 	b.mu.Lock()
 	_, kept := b.certs[keys["a"].KeyID()]
