@@ -18,6 +18,7 @@ package capture
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -147,8 +148,16 @@ const (
 	ProxyARPStop      Kind = "proxy-arp-stop"
 )
 
-// Kinds lists every kind, acquires first.
-var Kinds = []Kind{Assign, EnableForwarding, ProxyARPStart, Unassign, DisableForwarding, ProxyARPStop}
+// kinds lists every kind, acquires first: the order plans carry actions
+// in, which no caller may change (hence a copy from Kinds).
+var kinds = []Kind{Assign, EnableForwarding, ProxyARPStart, Unassign, DisableForwarding, ProxyARPStop}
+
+// Kinds returns every kind, acquires first.
+func Kinds() []Kind { return slices.Clone(kinds) }
+
+// Order is the kind's place in a plan: acquires first; -1 for an unknown
+// kind.
+func (k Kind) Order() int { return slices.Index(kinds, k) }
 
 // Acquire reports whether the kind takes a capture (rather than releasing).
 func (k Kind) Acquire() bool {
@@ -157,12 +166,7 @@ func (k Kind) Acquire() bool {
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
-	for _, x := range Kinds {
-		if k == x {
-			return true
-		}
-	}
-	return false
+	return k.Order() >= 0
 }
 
 // Params an action may carry.

@@ -722,8 +722,8 @@ func (p *parser) approval(s *section, providers map[string]bool) policy.Policy {
 		pol.Kinds = []capture.Kind{}
 		for _, it := range p.strs(v, "approval.kinds") {
 			if it.text != "*" && !capture.Kind(it.text).Valid() {
-				known := make([]string, len(capture.Kinds))
-				for j, k := range capture.Kinds {
+				known := make([]string, len(capture.Kinds()))
+				for j, k := range capture.Kinds() {
 					known[j] = string(k)
 				}
 				p.fail(it.node, it.field, "unknown action kind %q; use \"*\" or one of: %s", it.text, strings.Join(known, ", "))

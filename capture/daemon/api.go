@@ -207,7 +207,7 @@ func (d *Daemon) handleActions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Kind != "" && !f.Kind.Valid() {
-		writeError(w, http.StatusBadRequest, "kind %q is not one of %v", f.Kind, capture.Kinds)
+		writeError(w, http.StatusBadRequest, "kind %q is not one of %v", f.Kind, capture.Kinds())
 		return
 	}
 	rows, err := d.st.Rows(f)

@@ -203,7 +203,7 @@ func Compute(in Input) Plan {
 // kindOrder puts the address before its forwarding on acquire, and the
 // address before its forwarding on release too: forwarding goes off only
 // once the address is gone.
-func kindOrder(k capture.Kind) int { return slices.Index(capture.Kinds, k) }
+func kindOrder(k capture.Kind) int { return k.Order() }
 
 func sortActions(as []capture.Action) {
 	slices.SortFunc(as, func(a, b capture.Action) int {

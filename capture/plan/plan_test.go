@@ -48,12 +48,13 @@ func TestEpochs(t *testing.T) {
 	if fmt.Sprint(changed) != fmt.Sprint([]capture.Key{k2, k3}) {
 		t.Errorf("changed %v", changed)
 	}
-	// A peer's higher record for the same holder is adopted without a bump.
+	// k1 moves to b: bumped past the higher of the local and seen records.
 	out, changed = Epochs(map[capture.Key]string{k1: "b"}, local, seen)
 	if out[k1] != (capture.EpochRecord{Epoch: 5, Holder: "b"}) || len(changed) != 1 {
 		t.Errorf("move to b: %+v %v", out[k1], changed)
 	}
 	out, _ = Epochs(map[capture.Key]string{k1: "c"}, nil, map[capture.Key]capture.EpochRecord{k1: {Epoch: 9, Holder: "c"}})
+	// A peer's higher record for the holder wanted is adopted without a bump.
 	if out[k1] != (capture.EpochRecord{Epoch: 9, Holder: "c"}) {
 		t.Errorf("adopt same holder: %+v", out[k1])
 	}

@@ -151,9 +151,12 @@ func (l *Loop) Pass(ctx context.Context) (Report, error) { return l.PassAt(ctx, 
 func (l *Loop) PassAt(ctx context.Context, now time.Time) (Report, error) {
 	rep := Report{Now: now}
 	st := l.cfg.Store
-	l.exec.Ready, l.exec.ReadyExempt = nil, l.cfg.ReadyExempt
+	// Each pass has its executor of its own, with this pass's readiness:
+	// the loop's is never changed under a pass still running.
+	exec := *l.exec
+	exec.Ready, exec.ReadyExempt = nil, l.cfg.ReadyExempt
 	if l.cfg.Ready != nil {
-		l.exec.Ready = l.cfg.Ready()
+		exec.Ready = l.cfg.Ready()
 	}
 	pools := l.cfg.Pools()
 	held, err := st.Held()
@@ -222,7 +225,7 @@ func (l *Loop) PassAt(ctx context.Context, now time.Time) (Report, error) {
 		return rep, fmt.Errorf("approving: %w", err)
 	}
 	if l.cfg.Execute {
-		if rep.Exec, err = l.exec.Run(ctx, now, l.cfg.MaxExecute); err != nil {
+		if rep.Exec, err = exec.Run(ctx, now, l.cfg.MaxExecute); err != nil {
 			return rep, fmt.Errorf("executing: %w", err)
 		}
 	}
