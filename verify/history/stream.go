@@ -109,15 +109,18 @@ func (l *limitReader) Read(buf []byte) (int, error) {
 // keeps a compact form of each event needs memory for that alone. (A
 // JSON array is read whole, then decoded one event at a time.)
 type Decoder struct {
-	name   string
-	lr     *limitReader
-	br     *bufio.Reader
-	format Format
-	err    error // sticky: what Next returned last, io.EOF at the end
-	index  int64 // events returned so far
-	line   int   // the last line read (JSON Lines, Jepsen logs)
-	torn   int
-	buf    []byte
+	name string
+	lr   *limitReader
+	// detected says the format was detected, which, as with Parse,
+	// holds the input to UTF-8 (a format given is decoded as it is).
+	detected bool
+	br       *bufio.Reader
+	format   Format
+	err      error // sticky: what Next returned last, io.EOF at the end
+	index    int64 // events returned so far
+	line     int   // the last line read (JSON Lines, Jepsen logs)
+	torn     int
+	buf      []byte
 
 	// Lines, when set, is offered each non-blank JSON Lines line (without
 	// its newline; valid until it returns) before it is decoded: a line
@@ -186,7 +189,7 @@ func (d *Decoder) Format() (Format, error) {
 	if err != nil {
 		return "", &InputError{File: d.name, Msg: err.Error()}
 	}
-	d.format = f
+	d.format, d.detected = f, true
 	return f, nil
 }
 
@@ -279,8 +282,12 @@ func (d *Decoder) readLine() ([]byte, bool, error) {
 	return line, false, nil
 }
 
-func (d *Decoder) notUTF8() error {
-	return &InputError{Line: d.line, Msg: "the line is not UTF-8 text"}
+// notUTF8 says whether a line fails the UTF-8 check of a detected format.
+func (d *Decoder) notUTF8(line []byte) error {
+	if d.detected && !utf8.Valid(line) {
+		return &InputError{Line: d.line, Msg: "file is not UTF-8 text"}
+	}
+	return nil
 }
 
 func (d *Decoder) jsonl() (Event, error) {
@@ -292,8 +299,8 @@ func (d *Decoder) jsonl() (Event, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if !utf8.Valid(line) {
-			return Event{}, d.notUTF8()
+		if err := d.notUTF8(line); err != nil {
+			return Event{}, err
 		}
 		if d.Lines != nil && d.Lines(line, d.line) {
 			d.index++
@@ -318,8 +325,8 @@ func (d *Decoder) jepsenLog() (Event, error) {
 		if err != nil {
 			return Event{}, err
 		}
-		if !utf8.Valid(line) {
-			return Event{}, d.notUTF8()
+		if err := d.notUTF8(line); err != nil {
+			return Event{}, err
 		}
 		e, ok, err := jepsenLogEvent(string(line), d.line, d.index)
 		if err != nil {
@@ -388,7 +395,7 @@ func (d *Decoder) json() (Event, error) {
 		if err != nil {
 			return Event{}, err
 		}
-		if !utf8.Valid(data) {
+		if d.detected && !utf8.Valid(data) {
 			return Event{}, errors.New("file is not UTF-8 text")
 		}
 		d.next, d.stop = iter.Pull2(iter.Seq2[Event, error](func(yield func(Event, error) bool) {

@@ -22,10 +22,15 @@ func reservedVal(v int64) bool { return v == nilVal || (v >= otherBase && v < ot
 // errSlow sends a history to the general reader.
 var errSlow = errors.New("not for the fast reader")
 
-// scanner reads one line of JSON.
+// scanner reads one line of JSON. What it reads itself it reads as
+// strictly as JSON is defined (no control characters in strings, no
+// leading zeros), so that only a line in which it skipped a value
+// (skipped) needs checking with json.Valid: that took a seventh of the
+// time of a million-transaction check.
 type scanner struct {
-	b []byte
-	i int
+	b       []byte
+	i       int
+	skipped bool
 }
 
 func (s *scanner) ws() {
@@ -54,8 +59,10 @@ func (s *scanner) str() ([]byte, error) {
 		return nil, errSlow
 	}
 	out := s.b[s.i+1 : s.i+1+j]
-	if bytes.IndexByte(out, '\\') >= 0 {
-		return nil, errSlow
+	for _, c := range out {
+		if c == '\\' || c < 0x20 {
+			return nil, errSlow
+		}
 	}
 	s.i += j + 2
 	return out, nil
@@ -74,9 +81,27 @@ func (s *scanner) int() (int64, error) {
 	if j < len(s.b) && (s.b[j] == '.' || s.b[j] == 'e' || s.b[j] == 'E') {
 		return 0, errSlow
 	}
-	n, err := strconv.ParseInt(string(s.b[s.i:j]), 10, 64)
-	if err != nil {
+	digits := s.b[s.i:j]
+	neg := len(digits) > 0 && digits[0] == '-'
+	if neg {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 1 && digits[0] == '0' {
 		return 0, errSlow
+	}
+	var n int64
+	if len(digits) <= 18 {
+		for _, c := range digits {
+			n = 10*n + int64(c-'0')
+		}
+		if neg {
+			n = -n
+		}
+	} else {
+		var err error
+		if n, err = strconv.ParseInt(string(s.b[s.i:j]), 10, 64); err != nil {
+			return 0, errSlow
+		}
 	}
 	s.i = j
 	return n, nil
@@ -91,8 +116,9 @@ func (s *scanner) null() bool {
 	return false
 }
 
-// skip passes over any JSON value.
+// skip passes over any JSON value, without checking it.
 func (s *scanner) skip() error {
+	s.skipped = true
 	s.ws()
 	if s.i >= len(s.b) {
 		return errSlow
