@@ -17,8 +17,8 @@ import (
 // The page is a fixed HTML shell around one JSON document (pageData) that a
 // script draws. The Go side only gathers what the script needs as plain
 // strings and numbers: every model-specific rendering (operations, states)
-// is done here with linear.OpString and linear.StateString, so the script
-// knows nothing of models.
+// is done here with linear.OpString and pageState, so the script knows
+// nothing of models.
 //
 // Escaping: the shell is constant text, and the only data written into it
 // are the title, escaped with html.EscapeString, and the JSON document,
@@ -157,6 +157,25 @@ func showJSON(v history.Value) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// StateValuer is a model that can give a state as a value (every built-in
+// model can): the page then shows states in JSON, as it shows operations,
+// rather than in the model's own notation. ok is false for a state the
+// model would rather describe itself.
+type StateValuer interface {
+	StateValue(linear.State) (v history.Value, ok bool)
+}
+
+// pageState is a state as the page shows it: in JSON when the model gives
+// it as a value, else in the model's words.
+func pageState(spec any, st linear.State) string {
+	if sv, ok := spec.(StateValuer); ok {
+		if v, ok := sv.StateValue(st); ok {
+			return showJSON(v)
+		}
+	}
+	return linear.StateString(spec, st)
 }
 
 // opValue is an operation's value as the timeline shows it: the invoke's
@@ -319,12 +338,12 @@ func (r *Report) part(p int, opt HTMLOptions) pagePart {
 	out.Order = len(order)
 	state := part.Spec.Init()
 	for _, s := range linear.Replay(part.Spec, order) {
-		out.Ops[s.Op].Before = linear.StateString(part.Spec, s.Before)
-		out.Ops[s.Op].After = linear.StateString(part.Spec, s.After)
+		out.Ops[s.Op].Before = pageState(part.Spec, s.Before)
+		out.Ops[s.Op].After = pageState(part.Spec, s.After)
 		state = s.After
 	}
 	if ordered {
-		out.Final = linear.StateString(part.Spec, state)
+		out.Final = pageState(part.Spec, state)
 	}
 	return out
 }

@@ -573,3 +573,54 @@ func syntheticKV(t *testing.T, n, procs, keys int) []byte {
 	}
 	return out.Bytes()
 }
+
+// The page shows states in JSON, as it shows operations: a set's state is
+// JSON's ["a","b"], a register's unset value null, not the models' own
+// text notation (#{"a" "b"}, nil) that the terminal uses.
+func TestHTMLStatesInJSON(t *testing.T) {
+	src := `{"type":"invoke","f":"add","value":"a","process":0}
+{"type":"ok","f":"add","value":"a","process":0}
+{"type":"invoke","f":"add","value":"b","process":1}
+{"type":"ok","f":"add","value":"b","process":1}
+{"type":"invoke","f":"read","value":null,"process":0}
+{"type":"ok","f":"read","value":["a","b"],"process":0}
+`
+	h, err := history.Parse("set.jsonl", []byte(src), history.JSONL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Lookup("set")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Check(context.Background(), "set.jsonl", h, Options{Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, d := render(t, r)
+	var states []string
+	for _, o := range d.Parts[0].Ops {
+		states = append(states, o.Before+" → "+o.After)
+	}
+	if got := strings.Join(states, " | "); got != `[] → ["a"] | ["a"] → ["a","b"] | ["a","b"] → ["a","b"]` || d.Parts[0].Final != `["a","b"]` {
+		t.Errorf("set states on the page: %s; final %s", got, d.Parts[0].Final)
+	}
+	// A register read before any write: null, as the operations say it.
+	reg, err := model.Lookup("register")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err = history.Parse("reg.jsonl", []byte(`{"type":"invoke","f":"read","value":null,"process":0}
+{"type":"ok","f":"read","value":null,"process":0}
+`), history.JSONL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = Check(context.Background(), "reg.jsonl", h, Options{Model: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, d := render(t, r); d.Parts[0].Final != "null" {
+		t.Errorf("an unset register on the page: %q, want null", d.Parts[0].Final)
+	}
+}
