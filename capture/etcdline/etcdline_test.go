@@ -1,0 +1,191 @@
+package etcdline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/etcdline"
+	"github.com/ipfence/ipfence/internal/loopback"
+	"github.com/ipfence/ipfence/internal/testenv"
+)
+
+// startEtcd runs a one-member etcd on loopback for the test and returns
+// its client URL and a func that stops (SIGSTOP) or resumes it.
+func startEtcd(t *testing.T) (string, func(sig syscall.Signal)) {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		testenv.Missing(t, "etcd (apt-get install etcd-server)")
+	}
+	ports, err := loopback.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--name", "e1", "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "e1="+peer)
+	log, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
+		log.Close()
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(client + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
+			t.Fatalf("etcd did not become healthy: %v\n%s", err, b)
+		}
+	}
+	return client, func(sig syscall.Signal) { cmd.Process.Signal(sig) }
+}
+
+var key = capture.Key{Pool: "web", Address: netip.MustParseAddr("10.0.1.10"), Domain: "provider:aws:group:g"}
+
+// The line in a real etcd: a bump is a compare-and-swap on the key's
+// revision under the node's session; of two nodes bumping from the same
+// record exactly one wins; a check of an old revision fails; an epoch that
+// does not rise is refused; a node whose session is gone changes nothing.
+func TestLineInEtcd(t *testing.T) {
+	url, _ := startEtcd(t)
+	ctx := context.Background()
+	n1 := &etcdline.Client{Endpoints: []string{"http://127.0.0.1:1", url}, Prefix: "/ipfence/", Node: "n1"}
+	n2 := &etcdline.Client{Endpoints: []string{url}, Prefix: "/ipfence/", Node: "n2"}
+	s1, err := n1.Open(ctx, 5*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := n2.Open(ctx, 5*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1.TTL != 5*time.Second || !s1.Live(time.Now()) || s1.Live(time.Now().Add(6*time.Second)) {
+		t.Fatalf("session: TTL %v, live now %v", s1.TTL, s1.Live(time.Now()))
+	}
+	r0, err := n1.Get(ctx, key)
+	if err != nil || r0 != (etcdline.Record{}) {
+		t.Fatalf("an absent key: %+v %v", r0, err)
+	}
+	r1, err := n1.Bump(ctx, s1.Lease, key, r0, capture.EpochRecord{Epoch: 1, Holder: "n1"})
+	if err != nil || r1.Epoch != 1 || r1.Rev <= 0 {
+		t.Fatalf("first bump: %+v %v", r1, err)
+	}
+	if got, err := n2.Get(ctx, key); err != nil || got != r1 {
+		t.Fatalf("n2 reads %+v (%v), want %+v", got, err, r1)
+	}
+	// Both bump from r1 at once: one wins, the other is told what won.
+	var wg sync.WaitGroup
+	results := make([]error, 2)
+	recs := make([]etcdline.Record, 2)
+	for i, c := range []*etcdline.Client{n1, n2} {
+		lease := []etcdline.Lease{s1.Lease, s2.Lease}[i]
+		wg.Go(func() {
+			recs[i], results[i] = c.Bump(ctx, lease, key, r1, capture.EpochRecord{Epoch: 2, Holder: c.Node})
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range results {
+		switch {
+		case err == nil:
+			if won >= 0 {
+				t.Fatal("both bumps from one revision won")
+			}
+			won = i
+		case !errors.Is(err, etcdline.ErrConflict) || !strings.Contains(err.Error(), "epoch 2"):
+			t.Fatalf("the losing bump: %v", err)
+		}
+	}
+	if won < 0 {
+		t.Fatalf("no bump won: %v", results)
+	}
+	cur, err := n1.Get(ctx, key)
+	if err != nil || cur != recs[won] {
+		t.Fatalf("after the race etcd holds %+v (%v), the winner %+v", cur, err, recs[won])
+	}
+	// The loser's old revision no longer checks; the winner's does.
+	if err := n1.Check(ctx, s1.Lease, key, r1); !errors.Is(err, etcdline.ErrConflict) {
+		t.Fatalf("a check of an old revision: %v", err)
+	}
+	winner, wl := []*etcdline.Client{n1, n2}[won], []etcdline.Lease{s1.Lease, s2.Lease}[won]
+	if err := winner.Check(ctx, wl, key, cur); err != nil {
+		t.Fatalf("the winner's check: %v", err)
+	}
+	// Never down, never level.
+	for _, e := range []capture.Epoch{2, 1} {
+		if _, err := winner.Bump(ctx, wl, key, cur, capture.EpochRecord{Epoch: e, Holder: "n1"}); err == nil || !strings.Contains(err.Error(), "does not rise") {
+			t.Fatalf("a bump to epoch %d from 2: %v", e, err)
+		}
+	}
+	// Another node's lease does not open this node's session.
+	if _, err := n1.Bump(ctx, s2.Lease, key, cur, capture.EpochRecord{Epoch: 3, Holder: "n1"}); !errors.Is(err, etcdline.ErrConflict) || !strings.Contains(err.Error(), "session") {
+		t.Fatalf("a bump under another node's lease: %v", err)
+	}
+	// A session kept alive stays; one revoked changes nothing any more.
+	if err := n1.KeepAlive(ctx, s1, time.Now()); err != nil || !s1.Live(time.Now()) {
+		t.Fatalf("keepalive: %v", err)
+	}
+	if err := n1.Close(ctx, s1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Bump(ctx, s1.Lease, key, cur, capture.EpochRecord{Epoch: 3, Holder: "n1"}); !errors.Is(err, etcdline.ErrConflict) || !strings.Contains(err.Error(), "session") {
+		t.Fatalf("a bump after the session closed: %v", err)
+	}
+	if err := n1.KeepAlive(ctx, s1, time.Now()); !errors.Is(err, etcdline.ErrConflict) || s1.Live(time.Now()) {
+		t.Fatalf("keepalive of a revoked lease: %v", err)
+	}
+	if got, _ := n1.Get(ctx, key); got != cur {
+		t.Fatalf("a refused bump changed the line: %+v", got)
+	}
+}
+
+// etcd unreachable, or stopped: an error that says so, within the
+// caller's deadline, never a hang.
+func TestLineUnreachable(t *testing.T) {
+	url, signal := startEtcd(t)
+	c := &etcdline.Client{Endpoints: []string{"http://127.0.0.1:1"}, Prefix: "/x/", Node: "n1"}
+	if _, err := c.Get(context.Background(), key); !errors.Is(err, etcdline.ErrUnreachable) {
+		t.Fatalf("no endpoint: %v", err)
+	}
+	signal(syscall.SIGSTOP)
+	defer signal(syscall.SIGCONT)
+	c.Endpoints = []string{url}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Get(ctx, key); !errors.Is(err, etcdline.ErrUnreachable) {
+		t.Fatalf("a stopped member: %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("the read of a stopped member took %v", d)
+	}
+}
