@@ -93,6 +93,9 @@ type Parser struct {
 	// NewReader holds the form it is reading, not the whole input.
 	r   io.Reader
 	err error // the reader's first error (io.EOF at its end)
+	// keywords holds the names of keywords read, so that each is made
+	// once (a bounded number of them).
+	keywords map[string]string
 }
 
 // NewReader returns a parser that reads its input from r as it goes,
@@ -238,6 +241,17 @@ func (p *Parser) errorf(pos Pos, format string, args ...any) error {
 
 // advance moves past one rune, keeping line and column.
 func (p *Parser) advance() {
+	if p.off < len(p.src) && p.src[p.off] < utf8.RuneSelf {
+		// ASCII, nearly all of a history.
+		if p.src[p.off] == '\n' {
+			p.line++
+			p.col = 1
+		} else {
+			p.col++
+		}
+		p.off++
+		return
+	}
 	p.avail(utf8.UTFMax)
 	r, size := utf8.DecodeRune(p.src[p.off:])
 	p.off += size
@@ -321,11 +335,28 @@ func (p *Parser) form(depth int) (Node, error) {
 	case '#':
 		return p.dispatch(pos, depth)
 	}
-	tok := p.token()
-	if !utf8.ValidString(tok) {
+	tok := p.tokenBytes()
+	if !utf8.Valid(tok) {
 		return Node{}, p.errorf(pos, "invalid UTF-8 in %q", tok)
 	}
-	return p.atom(tok, pos)
+	if n, ok := smallInt(tok); ok {
+		// Most atoms of a history are integers: no string is made.
+		return Node{Kind: Int, Pos: pos, Int: n}, nil
+	}
+	if len(tok) > 1 && tok[0] == ':' {
+		// Keywords repeat (:type, :ok, :f, :txn): each is made once.
+		if name, ok := p.keywords[string(tok[1:])]; ok {
+			return Node{Kind: Keyword, Pos: pos, Str: name}, nil
+		}
+	}
+	n, err := p.atom(string(tok), pos)
+	if err == nil && n.Kind == Keyword && len(p.keywords) < 1024 {
+		if p.keywords == nil {
+			p.keywords = map[string]string{}
+		}
+		p.keywords[n.Str] = n.Str
+	}
+	return n, err
 }
 
 // seq reads forms up to the closing delimiter.
@@ -350,12 +381,38 @@ func (p *Parser) seq(close byte, depth int, open Pos) ([]Node, error) {
 	}
 }
 
-func (p *Parser) token() string {
+func (p *Parser) token() string { return string(p.tokenBytes()) }
+
+// tokenBytes reads a token; the bytes are valid until the next read.
+func (p *Parser) tokenBytes() []byte {
 	start := p.off
 	for p.avail(1) && !isDelim(p.src[p.off]) {
 		p.advance()
 	}
-	return string(p.src[start:p.off])
+	return p.src[start:p.off]
+}
+
+// smallInt reads a decimal integer of at most 18 digits, optionally
+// signed, as number would.
+func smallInt(tok []byte) (int64, bool) {
+	d := tok
+	if len(d) > 1 && (d[0] == '-' || d[0] == '+') {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = 10*n + int64(c-'0')
+	}
+	if tok[0] == '-' {
+		n = -n
+	}
+	return n, true
 }
 
 func (p *Parser) dispatch(pos Pos, depth int) (Node, error) {
