@@ -1245,9 +1245,15 @@ func (n *Node) syncLoop(ctx context.Context) {
 	}
 }
 
+// errUncheckedRecords: a peer's answer to a pull holds epoch records whose
+// signature does not check, so a node that lost its state cannot learn the
+// line from it.
+var errUncheckedRecords = errors.New("records this node cannot check")
+
 // pull reads one peer's records and takes them in: its events through the
-// door (with no jump window: the answer is a member's whole state, which
-// may be far ahead of a node that lost its own), and this node's own old
+// door (with a jump window no narrower than the default: the answer is a
+// member's whole state, which may be far ahead of a node that lost its
+// own, but not 2^32 ahead), and this node's own old
 // events to learn its sequence numbers back, so that its new events are
 // not taken for old ones. Then it decides whether the node is synced.
 func (n *Node) pull(ctx context.Context, p Peer) error {
@@ -1256,8 +1262,11 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 	// The answer counts only for the incarnation that asked: a node that
 	// lost its state while the pull was on its way (MarkUnsynced) must
 	// not count a peer it heard from before the loss.
+	// Nor does it count as a read after the node may have missed news
+	// again (a lapse of its cover while the pull was out): the answer may
+	// have been made before the peers moved this node's lines.
 	n.mu.Lock()
-	asked := n.incarnation
+	asked, round := n.incarnation, n.contact.Round()
 	n.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(p.URL, "/")+RecordsPath, nil)
 	if err != nil {
@@ -1284,18 +1293,32 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		n.mu.Unlock()
 		return fmt.Errorf("records of %s: asked by incarnation %s, which has since lost its state", p.Name, asked)
 	}
+	if n.contact.Round() != round {
+		why := n.contact.Reason()
+		n.mu.Unlock()
+		return fmt.Errorf("records of %s: asked before this node may have missed news (it %s); asking again", p.Name, why)
+	}
 	if err := n.learnCerts(rec.Certs, p.Name); err != nil {
 		n.mu.Unlock()
 		return err
 	}
+	// The jump window applies to an answer too, at least DefaultMaxJump
+	// wide: a node that lost its state knows no counter, and real ones
+	// are far below 2^32 (see DefaultMaxJump); a member's own event near
+	// the bound would move this node's Lamport clock there and leave it
+	// unable to stamp another event.
 	lim := n.limits()
-	lim.MaxJump = MaxValue
+	lim.MaxJump = max(lim.MaxJump, DefaultMaxJump)
 	var ok []Event
+	var unchecked []string
 	ownSeq := n.seq
 	for i := range rec.Events {
 		e := &rec.Events[i]
 		if reason, err := n.verify(e); reason != "" {
 			n.refuse(reason, fmt.Errorf("in %s's records: %w", p.Name, err), p.Name)
+			if e.Kind == Epoch {
+				unchecked = append(unchecked, e.Register())
+			}
 			continue
 		}
 		if e.Origin == n.cfg.Node {
@@ -1334,12 +1357,24 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		n.mu.Unlock()
 		return err
 	}
+	if len(unchecked) > 0 && !n.synced && !slices.Contains(n.cfg.RejoinFrom, p.Name) {
+		// A node that lost its state learns the epoch line back from
+		// these answers: one that lacks a record (refused above: unsigned,
+		// written before mutual TLS, or under a certificate of a CA since
+		// replaced) does not count, or the node would sync without it
+		// and take the key's epochs again from below it. It stays
+		// passive, and says why; an operator who found the line's
+		// highest epoch vouches for the peer (--rejoin-from with
+		// --epoch-floor).
+		n.mu.Unlock()
+		return fmt.Errorf("%w: %s's records hold %d epoch records whose signature does not check, first %s: its answer does not count towards syncing", errUncheckedRecords, p.Name, len(unchecked), unchecked[0])
+	}
 	n.pulled[p.Name], n.pulledInc[p.Name] = rec.Synced, rec.Incarnation
 	if rec.Synced || !n.synced {
 		// A node that is not synced yet reads every answer (the rules
 		// below decide whether it may sync on them); one that kept its
 		// state counts only peers that kept theirs.
-		n.contact.Read(p.Name)
+		n.contact.ReadIn(p.Name, round)
 	}
 	became := false
 	if !n.synced {

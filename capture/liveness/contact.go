@@ -41,6 +41,9 @@ type Contact struct {
 	// caught are the peers whose records were read since missed happened.
 	caught map[string]bool
 	missed string
+	// round counts the times caught was cleared: a read asked for in an
+	// earlier round brings records made before the node missed news.
+	round uint64
 }
 
 // New returns the contact record of a node in a cluster of cluster nodes
@@ -117,9 +120,18 @@ func (c *Contact) Acked(peer string, made, now time.Time) bool {
 	}
 	c.gap = now
 	if before.IsZero() {
-		// The first cover of this life: Ready already waits for the
-		// records a start calls for.
-		return false
+		// The first cover of this life. Until it came, no majority held a
+		// heartbeat of this life: the peers may have found this node
+		// stale (by the heartbeats of its last life) and moved its lines
+		// at any moment since it started, after records it read
+		// meanwhile were made. Those reads do not count; with none,
+		// Ready already waits for the records a start calls for.
+		if len(c.caught) == 0 {
+			c.round++ // an answer on its way was made before the cover
+			return false
+		}
+		c.Missed("started and was not heard by a majority until after it read its peers' records")
+		return true
 	}
 	c.Missed("was not heard by a majority for longer than the contact window")
 	return true
@@ -156,11 +168,29 @@ func (c *Contact) Missed(why string) {
 	}
 	clear(c.caught)
 	c.missed = why
+	c.round++
 }
 
 // Read records that peer's records were read (a synced peer's: one that
 // lost its state itself is not counted by the caller).
 func (c *Contact) Read(peer string) { c.caught[peer] = true }
+
+// Round names the current round of reads: it changes whenever the node
+// may have missed news (Missed, Forget). A caller that asks a peer for its
+// records notes the round first and counts the answer (ReadIn) only if the
+// round has not changed since: an answer made before the node missed news
+// says nothing of that news, however late it arrives.
+func (c *Contact) Round() uint64 { return c.round }
+
+// ReadIn records that peer's records, asked for in round, were read, if
+// round is still the current one, and reports whether it was.
+func (c *Contact) ReadIn(peer string, round uint64) bool {
+	if round != c.round {
+		return false
+	}
+	c.caught[peer] = true
+	return true
+}
 
 // HasRead reports whether peer's records were read since the node last
 // may have missed news.
@@ -188,4 +218,7 @@ func (c *Contact) Reason() string { return c.missed }
 
 // Forget clears the records read (the node lost its state: it syncs
 // anew).
-func (c *Contact) Forget() { clear(c.caught) }
+func (c *Contact) Forget() {
+	clear(c.caught)
+	c.round++
+}

@@ -20,6 +20,8 @@ import (
 //	heard peer=P at=T              a batch from P arrived at T
 //	acked peer=P made=T at=T2      P acknowledged, at T2, a heartbeat made at T
 //	read peer=P                    P's records were read
+//	ask peer=P                     P is asked for its records (the round noted)
+//	answer peer=P                  P's answer to the last ask arrives
 //	check at=T [start=T0] [within=D]
 //	                               in contact (within D, default the window),
 //	                               covered for a pass begun at T0 (default T),
@@ -33,6 +35,7 @@ func TestScenarios(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			var c *liveness.Contact
+			asked := map[string]uint64{}
 			origin := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 			at := func(cs *scenario.Case, key string, def time.Time) time.Time {
 				v := cs.Get(key, "")
@@ -76,6 +79,14 @@ func TestScenarios(t *testing.T) {
 					return "ok"
 				case "read":
 					c.Read(cs.Get("peer", ""))
+					return "ok"
+				case "ask":
+					asked[cs.Get("peer", "")] = c.Round()
+					return "ok"
+				case "answer":
+					if !c.ReadIn(cs.Get("peer", ""), asked[cs.Get("peer", "")]) {
+						return "asked before news may have been missed: not counted"
+					}
 					return "ok"
 				case "check":
 					now := at(cs, "at", origin)
