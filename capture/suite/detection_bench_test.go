@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,6 +81,16 @@ func detectionSeeds(b *testing.B) []uint64 {
 	return out
 }
 
+// detectionProvider is the cloud the detection benchmark runs on: aws,
+// or $IPFENCE_DETECTION_PROVIDER (one of Clouds).
+func detectionProvider(b *testing.B) string {
+	p := os.Getenv("IPFENCE_DETECTION_PROVIDER")
+	if p != "" && !slices.Contains(Clouds, p) {
+		b.Fatalf("IPFENCE_DETECTION_PROVIDER: %q is not one of %v", p, Clouds)
+	}
+	return p
+}
+
 // BenchmarkPlantedBugDetection runs the planted bug (the nodes' gate a
 // no-op, --unsafe-disable-fence) on every seed, as the default 60 s run
 // and as 30 s runs, one run at a time, and reports the fraction of runs
@@ -93,12 +104,14 @@ func detectionSeeds(b *testing.B) []uint64 {
 //	go test ./capture/suite -run '^$' -bench PlantedBugDetection -benchtime 1x -timeout 90m
 //
 // It refuses at once, saying so, when -timeout is too short.
+// IPFENCE_DETECTION_PROVIDER=azure or oci runs it on that cloud.
 func BenchmarkPlantedBugDetection(b *testing.B) {
 	if testing.Short() {
 		b.Skip("runs the capture test many times")
 	}
 	bin := testenv.Binary(b)
 	seeds := detectionSeeds(b)
+	cloud := detectionProvider(b)
 	for _, limit := range []time.Duration{60 * time.Second, 30 * time.Second} {
 		b.Run(limit.String(), func(b *testing.B) {
 			checkTimeout(b, b.N*len(seeds), limit)
@@ -107,7 +120,7 @@ func BenchmarkPlantedBugDetection(b *testing.B) {
 				var missed []string
 				for _, seed := range seeds {
 					out, err := Run(b.Context(), Options{Binary: bin, Nemesis: Nemeses, Seed: seed, Store: b.TempDir(),
-						TimeLimit: limit, UnsafeDisableFence: true})
+						TimeLimit: limit, UnsafeDisableFence: true, Provider: cloud})
 					switch {
 					case err != nil && out == nil:
 						b.Fatalf("seed %d: %v", seed, err)
