@@ -281,6 +281,25 @@ func (p *parsed) findCycles(ctx context.Context, g *graph, vs *versions, an *ano
 	for i := range local {
 		local[i] = -1
 	}
+	// The components of the subgraph of every kind a search may use
+	// bound those of each search's kinds (see sccsWithin).
+	union := rel(0)
+	for _, sp := range allSpecs {
+		if prohibited[sp.name()] {
+			union |= sp.mask()
+		}
+	}
+	outer := g.sccs(union)
+	within := make([]int32, g.n)
+	for i := range within {
+		within[i] = -1
+	}
+	for i, c := range outer {
+		for _, v := range c {
+			within[v] = int32(i)
+		}
+	}
+	comps[union] = byFirst(outer)
 	for _, sp := range allSpecs {
 		name := sp.name()
 		if !prohibited[name] {
@@ -289,7 +308,7 @@ func (p *parsed) findCycles(ctx context.Context, g *graph, vs *versions, an *ano
 		mask := sp.mask()
 		cs, ok := comps[mask]
 		if !ok {
-			cs = g.sccs(mask)
+			cs = byFirst(g.sccsWithin(mask, within))
 			comps[mask] = cs
 		}
 		found := 0
@@ -321,6 +340,14 @@ func (p *parsed) findCycles(ctx context.Context, g *graph, vs *versions, an *ano
 		}
 	}
 	return incomplete
+}
+
+// byFirst orders components by their first transaction (their nodes are
+// sorted), so that the searches look at them in the history's order,
+// whichever subgraph they were found in.
+func byFirst(cs [][]int32) [][]int32 {
+	slices.SortFunc(cs, func(a, b []int32) int { return int(a[0] - b[0]) })
+	return cs
 }
 
 // foundCycle is a cycle found: its type and one of its transactions.
