@@ -53,6 +53,12 @@ type Node struct {
 	Authority Authority
 	// Path is the absolute path of the configuration file.
 	Path string
+	// Etcd is the etcd section, for pools on the etcd epoch line; nil
+	// without one.
+	Etcd *Etcd
+	// EtcdPools names the pools on the etcd epoch line (epoch_line:
+	// etcd); the others keep theirs in the federation.
+	EtcdPools map[string]bool
 }
 
 // Peer is another node of the cluster.

@@ -35,6 +35,8 @@ type refs struct {
 	types map[string]string
 	// provs are the providers by reference.
 	provs map[string]Provider
+	// etcdPools are the pools on the etcd epoch line.
+	etcdPools map[string]bool
 }
 
 // node checks the top-level mapping and every section under it. Sections
@@ -42,7 +44,7 @@ type refs struct {
 // that name them — whatever their order in the file.
 func (p *parser) node(root *yaml.Node) *Node {
 	s := p.fields(root, "", root.Line,
-		"node", "listen", "advertise", "data_dir", "peers", "federation", "providers", "pools", "approval", "timing", "authority")
+		"node", "listen", "advertise", "data_dir", "peers", "federation", "providers", "pools", "approval", "timing", "authority", "etcd")
 	n := &Node{}
 	var r refs
 	var nameNode *yaml.Node
@@ -71,7 +73,12 @@ func (p *parser) node(root *yaml.Node) *Node {
 		r.types[name] = prov.Type
 	}
 	r.provs = n.Providers
+	n.Etcd = p.etcd(s)
 	n.Pools = p.pools(s, &r)
+	n.EtcdPools = r.etcdPools
+	if len(n.EtcdPools) > 0 && n.Etcd == nil {
+		p.failAt(s.absent("etcd"), "etcd", "required: pools %s are on the etcd epoch line (epoch_line: etcd)", nameList(slices.Sorted(maps.Keys(n.EtcdPools))))
+	}
 	n.Approval = p.approval(s, r.providers)
 	n.Timing = p.timing(s)
 	n.Authority = p.authority(s)
@@ -512,7 +519,7 @@ func (p *parser) pools(s *section, r *refs) []capture.Pool {
 	total := 0
 	for i, it := range items {
 		field := index("pools", i)
-		ps := p.fields(it, field, it.Line, "name", "provider", "group", "l2_domain", "addresses", "members")
+		ps := p.fields(it, field, it.Line, "name", "provider", "group", "l2_domain", "addresses", "members", "epoch_line")
 		if ps == nil {
 			continue
 		}
@@ -545,6 +552,18 @@ func (p *parser) pools(s *section, r *refs) []capture.Pool {
 					p.fail(vn, child(field, opt.key), "%s", msg)
 				}
 				*opt.dst = v
+			}
+		}
+		if line, ln := ps.text(p, "epoch_line", false); ln != nil {
+			switch line {
+			case LineFederation:
+			case LineEtcd:
+				if r.etcdPools == nil {
+					r.etcdPools = map[string]bool{}
+				}
+				r.etcdPools[pool.Name] = true
+			default:
+				p.fail(ln, child(field, "epoch_line"), "%q is not %s or %s", line, LineFederation, LineEtcd)
 			}
 		}
 		pool.Addresses = p.poolAddresses(ps, seen, &total)

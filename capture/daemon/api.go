@@ -136,6 +136,8 @@ func (d *Daemon) status(ctx context.Context) (Status, error) {
 		out.Passive = why
 	} else if w, _ := d.passiveWhy.Load().(string); w != "" {
 		out.Passive = w
+	} else if d.line != nil && d.line.session(time.Now()) == nil {
+		out.Passive = "etcd epoch line: " + errNoSession.Error()
 	}
 	live := d.fed.Liveness()
 	for _, n := range d.fed.Nodes() {

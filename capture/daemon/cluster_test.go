@@ -41,6 +41,9 @@ type settings struct {
 	// via, when set, gives the provider endpoint node's configuration
 	// names, given the simulator's URL (a proxy in front of it, say).
 	via func(node, sim string) string
+	// etcd, when set, is an etcd client URL: the pool is on the etcd
+	// epoch line.
+	etcd string
 }
 
 // cluster is a simulator and nodes running as real processes on loopback.
@@ -165,9 +168,16 @@ func (c *cluster) config(i int, s settings) string {
 		}
 		b.WriteString(a.String())
 	}
-	b.WriteString("]\n    members:\n")
+	b.WriteString("]\n")
+	if s.etcd != "" {
+		b.WriteString("    epoch_line: etcd\n")
+	}
+	b.WriteString("    members:\n")
 	for j, n := range c.names {
 		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: eni-%s}\n", n, j+1, n)
+	}
+	if s.etcd != "" {
+		fmt.Fprintf(&b, "etcd:\n  endpoints: [%s]\n  prefix: /test/\n  session_ttl: 2s\n", s.etcd)
 	}
 	b.WriteString("approval:\n  auto: true\n  providers: [\"*\"]\n  kinds: [\"*\"]\n  cidrs: [\"10.0.0.0/16\"]\n  max_per_run: 100000\n")
 	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n  deprovision_hold: %s\n", reconcile, heartbeat, cmp.Or(s.ttl, ttl), s.hold)

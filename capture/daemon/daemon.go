@@ -100,6 +100,10 @@ type Daemon struct {
 	// it (0: not yet).
 	vrrpPriority atomic.Int64
 
+	// line is the etcd epoch line, nil when no pool is on it
+	// (etcdline.go).
+	line *etcdLine
+
 	mu       sync.Mutex
 	lastPass reconcile.Report
 	lastErr  error
@@ -178,6 +182,10 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 	}
 	if ok, why := d.fed.Synced(); !ok {
 		d.log.Warn("passive until synced", "why", why)
+	}
+	if d.line, err = newEtcdLine(d); err != nil {
+		d.close()
+		return nil, err
 	}
 	d.mets = newMetrics(d)
 	hold := cfg.Timing.DeprovisionHold
@@ -409,6 +417,11 @@ func (d *Daemon) pools() []capture.Pool {
 			m := &p.Members[j]
 			l := live[m.Node]
 			m.Drained, m.Stale = l.Drained, l.Stale
+			if m.Node == d.cfg.Name && p.OnPrem() && d.cfg.EtcdPools[p.Name] && d.line != nil && d.line.session(time.Now()) == nil {
+				// Fail-closed on the etcd line: on premises a node cut
+				// off from etcd stops answering for its addresses.
+				m.Drained = true
+			}
 			if m.Node == d.cfg.Name && !d.authorityMaster() {
 				// Fail-closed: not VRRP master, so not eligible here,
 				// whatever the federation's intents say.
@@ -496,8 +509,20 @@ func (d *Daemon) passive() error {
 			}
 		}
 	}
+	// Keys on the etcd line are confirmed against etcd, the others
+	// against the federation's replication.
+	inEtcd := map[capture.Key]capture.EpochRecord{}
+	for k, r := range want {
+		if d.onEtcd(k) {
+			inEtcd[k] = r
+			delete(want, k)
+		}
+	}
 	if keys := d.fed.Unreplicated(want); len(keys) > 0 {
 		return fmt.Errorf("%w: %d keys, first %s at epoch %d", errUnreplicated, len(keys), keys[0], want[keys[0]].Epoch)
+	}
+	if len(inEtcd) > 0 {
+		return d.confirmEtcd(inEtcd)
 	}
 	return nil
 }
@@ -551,6 +576,9 @@ func (d *Daemon) ready() func() error {
 func (d *Daemon) seen() map[capture.Key]capture.EpochRecord {
 	var out map[capture.Key]capture.EpochRecord
 	d.fed.View(func(s *federation.State) { out = s.Epochs() })
+	if d.line != nil {
+		d.overlay(out)
+	}
 	if f := d.opts.EpochFloor; f > 0 {
 		// Every key of this node's lines starts above the floor: the
 		// first move takes floor + 1 at least.
@@ -584,6 +612,20 @@ func (d *Daemon) afterPass(rep reconcile.Report, err error) {
 // what the federation already carries, so that the capture domain shares
 // one epoch line. It runs before the pass executes anything at them.
 func (d *Daemon) publishEpochs(changed []capture.Key, epochs map[capture.Key]capture.EpochRecord) {
+	if d.line != nil {
+		var inEtcd, rest []capture.Key
+		for _, k := range changed {
+			if d.onEtcd(k) {
+				inEtcd = append(inEtcd, k)
+			} else {
+				rest = append(rest, k)
+			}
+		}
+		if len(inEtcd) > 0 {
+			d.bumpEtcd(inEtcd, epochs)
+		}
+		changed = rest
+	}
 	var fresh []capture.Key
 	d.fed.View(func(s *federation.State) {
 		known := s.Epochs()
@@ -665,6 +707,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		stopBeats()
 	}
 	wg.Go(func() { d.fed.Run(beatCtx) })
+	if d.line != nil {
+		wg.Go(func() { d.keepSession(fedCtx) })
+	}
 	if d.vrrp != nil {
 		wg.Go(func() { d.watchAuthority(fedCtx) })
 		wg.Go(func() { d.watchAdverts(fedCtx) })

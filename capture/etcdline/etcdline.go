@@ -166,7 +166,11 @@ func (c *Client) Get(ctx context.Context, k capture.Key) (Record, error) {
 	if len(out.Kvs) == 0 {
 		return Record{}, nil
 	}
-	return decode(out.Kvs[0])
+	v := out.Kvs[0]
+	if raw, err := base64.StdEncoding.DecodeString(v.Key); err == nil {
+		v.Key = string(raw)
+	}
+	return decode(v)
 }
 
 // txnResult is a transaction's answer.
@@ -343,4 +347,71 @@ func (c *Client) Close(ctx context.Context, s *Session) error {
 	var out struct{}
 	s.expires = time.Time{}
 	return c.call(ctx, "/v3/lease/revoke", map[string]any{"ID": strconv.FormatInt(int64(s.Lease), 10)}, &out)
+}
+
+// Snapshot is the line as etcd holds it at one revision: every epoch
+// record under the prefix, and the lease this node's session key is held
+// under (0 when it has none).
+type Snapshot struct {
+	Records map[capture.Key]Record
+	Session Lease
+}
+
+// maxRecords bounds the records one snapshot takes in.
+const maxRecords = 1 << 17
+
+// Snapshot reads every record and this node's session in one transaction
+// (one revision, linearizable). A value that is no record is an error
+// naming its key: the line is not read past what it cannot check.
+func (c *Client) Snapshot(ctx context.Context) (Snapshot, error) {
+	prefix := c.Prefix + "epochs/"
+	var res txnResult
+	req := map[string]any{"success": []map[string]any{
+		{"request_range": map[string]any{"key": b64(prefix), "range_end": b64(prefixEnd(prefix)), "limit": strconv.Itoa(maxRecords + 1)}},
+		{"request_range": map[string]any{"key": b64(c.sessionKey())}},
+	}}
+	if err := c.call(ctx, "/v3/kv/txn", req, &res); err != nil {
+		return Snapshot{}, err
+	}
+	if !res.Succeeded || len(res.Responses) != 2 || res.Responses[0].ResponseRange == nil || res.Responses[1].ResponseRange == nil {
+		return Snapshot{}, fmt.Errorf("etcd epoch line: a snapshot read gave %d answers", len(res.Responses))
+	}
+	out := Snapshot{Records: map[capture.Key]Record{}}
+	kvs := res.Responses[0].ResponseRange.Kvs
+	if len(kvs) > maxRecords {
+		return Snapshot{}, fmt.Errorf("etcd epoch line: more than %d records under %s", maxRecords, prefix)
+	}
+	for _, v := range kvs {
+		raw, err := base64.StdEncoding.DecodeString(v.Key)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("etcd epoch line: key %q: %w", v.Key, err)
+		}
+		k, err := capture.ParseKey(strings.TrimPrefix(string(raw), prefix))
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("etcd epoch line: key %q: %w", raw, err)
+		}
+		v.Key = string(raw)
+		rec, err := decode(v)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		out.Records[k] = rec
+	}
+	if s := res.Responses[1].ResponseRange.Kvs; len(s) > 0 {
+		id, _ := strconv.ParseInt(s[0].Lease, 10, 64)
+		out.Session = Lease(id)
+	}
+	return out, nil
+}
+
+// prefixEnd is the end of the range of keys that start with prefix.
+func prefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return "\x00"
 }

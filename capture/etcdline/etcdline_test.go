@@ -3,12 +3,7 @@ package etcdline_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,57 +12,10 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/etcdline"
-	"github.com/ipfence/ipfence/internal/loopback"
 	"github.com/ipfence/ipfence/internal/testenv"
 )
 
-// startEtcd runs a one-member etcd on loopback for the test and returns
-// its client URL and a func that stops (SIGSTOP) or resumes it.
-func startEtcd(t *testing.T) (string, func(sig syscall.Signal)) {
-	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		testenv.Missing(t, "etcd (apt-get install etcd-server)")
-	}
-	ports, err := loopback.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--name", "e1", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "e1="+peer)
-	log, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Kill()
-		cmd.Wait()
-		log.Close()
-	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(client + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
-			t.Fatalf("etcd did not become healthy: %v\n%s", err, b)
-		}
-	}
-	return client, func(sig syscall.Signal) { cmd.Process.Signal(sig) }
-}
+func startEtcd(t *testing.T) (string, func(syscall.Signal)) { return testenv.Etcd(t) }
 
 var key = capture.Key{Pool: "web", Address: netip.MustParseAddr("10.0.1.10"), Domain: "provider:aws:group:g"}
 
@@ -165,6 +113,14 @@ func TestLineInEtcd(t *testing.T) {
 	}
 	if got, _ := n1.Get(ctx, key); got != cur {
 		t.Fatalf("a refused bump changed the line: %+v", got)
+	}
+	// A snapshot: every record at one revision, and whose session is live.
+	snap, err := n2.Snapshot(ctx)
+	if err != nil || len(snap.Records) != 1 || snap.Records[key] != cur || snap.Session != s2.Lease {
+		t.Fatalf("n2's snapshot: %+v %v, want %+v under lease %d", snap, err, cur, s2.Lease)
+	}
+	if snap, err := n1.Snapshot(ctx); err != nil || snap.Session != 0 {
+		t.Fatalf("n1's snapshot after its session closed: %+v %v", snap, err)
 	}
 }
 

@@ -1,0 +1,96 @@
+package daemon_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/etcdline"
+	"github.com/ipfence/ipfence/internal/testenv"
+)
+
+// Issue 18: the epoch line in etcd. Three real nodes whose pool is on the
+// etcd line: etcd holds each address's record at the epoch the provider
+// last applied, for the holder that has it; a drain and a SIGKILL of the
+// holder move the line in etcd and the addresses with it, fenced; while
+// etcd is stopped no node moves anything, even when asked to; once it is
+// back the move is made.
+func TestClusterEtcdLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	url, signal := testenv.Etcd(t)
+	c := startCluster(t, settings{nodes: 3, addresses: 3, etcd: url})
+	c.waitAllOn("eni-n1", generous)
+	line := &etcdline.Client{Endpoints: []string{url}, Prefix: "/test/", Node: "test"}
+	// etcd's records: each address at the highest epoch the provider
+	// applied for it, held by the node whose NIC has it.
+	agree := func(holder string) bool {
+		snap, err := line.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		high := map[string]capture.Epoch{}
+		for _, m := range c.mutations() {
+			high[m.Address.String()] = max(high[m.Address.String()], m.Epoch)
+		}
+		if len(snap.Records) != len(c.addrs) {
+			return false
+		}
+		for k, r := range snap.Records {
+			if r.Holder != holder || r.Epoch != high[k.Address.String()] {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(generous); !cond(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				snap, _ := line.Snapshot(context.Background())
+				t.Fatalf("%s: etcd holds %+v; provider %v", what, snap.Records, c.holders())
+			}
+		}
+	}
+	waitFor("etcd holds n1's records", func() bool { return agree("n1") })
+
+	if code := c.api("n2", http.MethodPost, "/v1/members/n1/drain", nil, nil); code != http.StatusOK {
+		t.Fatalf("drain: %d", code)
+	}
+	c.waitAllOn("eni-n2", generous)
+	waitFor("etcd holds n2's records after the drain", func() bool { return agree("n2") })
+
+	c.signal("n2", syscall.SIGKILL)
+	c.waitAllOn("eni-n3", generous)
+	waitFor("etcd holds n3's records after n2's death", func() bool { return agree("n3") })
+
+	// etcd stopped: the undrain of n1, which prefers it, moves nothing.
+	// Once n1's session has run out, it says so; the undrain then moves
+	// nothing, over many passes.
+	// n3's clean-ups and forwarding may still be on their way: the
+	// provider's record must be still for a second first.
+	for n, still := len(c.mutations()), time.Now(); time.Since(still) < time.Second; time.Sleep(50 * time.Millisecond) {
+		if m := len(c.mutations()); m != n {
+			n, still = m, time.Now()
+		}
+	}
+	signal(syscall.SIGSTOP)
+	before := len(c.mutations())
+	waitFor("n1 with etcd stopped says why it waits", func() bool { return strings.Contains(c.status("n1").Passive, "etcd") })
+	if code := c.api("n3", http.MethodPost, "/v1/members/n1/undrain", nil, nil); code != http.StatusOK {
+		t.Fatalf("undrain: %d", code)
+	}
+	time.Sleep(10 * reconcile)
+	if ms := c.mutations(); len(ms) != before {
+		t.Fatalf("with etcd stopped the provider saw %d new mutations: %+v", len(ms)-before, ms[before:])
+	}
+	signal(syscall.SIGCONT)
+	c.waitAllOn("eni-n1", generous)
+	waitFor("etcd holds n1's records once back", func() bool { return agree("n1") })
+	checkFence(t, c.mutations())
+}
