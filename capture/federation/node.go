@@ -617,7 +617,7 @@ func (n *Node) Receive(b Batch) (applied, refused int, err error) {
 		n.mu.Unlock()
 		return 0, len(b.Events), fmt.Errorf("batch from %q, which is not a peer: %w", b.From, ErrAllRefused)
 	}
-	if err := n.learnCerts(b.Certs, b.From); err != nil {
+	if err := n.learnCerts(b.Certs, b.Events, b.From); err != nil {
 		n.mu.Unlock()
 		return 0, 0, err
 	}
@@ -1298,7 +1298,7 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		n.mu.Unlock()
 		return fmt.Errorf("records of %s: asked before this node may have missed news (it %s); asking again", p.Name, why)
 	}
-	if err := n.learnCerts(rec.Certs, p.Name); err != nil {
+	if err := n.learnCerts(rec.Certs, rec.Events, p.Name); err != nil {
 		n.mu.Unlock()
 		return err
 	}
@@ -1410,6 +1410,16 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 			}
 			if first {
 				n.genesis = maps.Clone(n.pulledInc)
+			} else {
+				// Synced on its synced peers: the answers of peers that
+				// lost their state, read on the way, are no part of a
+				// majority's records (a first start has only those, and
+				// nothing to miss).
+				for peer, s := range n.pulled {
+					if !s {
+						n.contact.Unread(peer)
+					}
+				}
 			}
 			n.synced, became = true, true
 			n.log.Info("synced: learned the cluster's records", "from", slices.Sorted(maps.Keys(n.pulled)), "synced_peers", synced, "first_start", first, "joined_first_start", joined, "vouched_by_operator", vouched)

@@ -190,3 +190,94 @@ func TestPullRefusesACounterFarAhead(t *testing.T) {
 		}
 	}
 }
+
+// A node that is not synced yet reads every answer, unsynced peers' too
+// (a first start syncs on those), but once it syncs on its synced peers
+// (here: one that saw this incarnation new at the first start), the
+// answers of peers that had lost their state must not count towards its
+// catch-up: with its own log they are not a majority's records. In a
+// cluster of five, a read c (wiped) and b (synced); it must read one more
+// synced peer before it acts.
+func TestUnsyncedAnswersDoNotCountOnceSynced(t *testing.T) {
+	dir := t.TempDir()
+	serve := func(name string, rec func() Records) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(rec())
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	var inc string
+	peers := []Peer{
+		{Name: "b", URL: serve("b", func() Records {
+			return Records{Node: "b", Incarnation: "b1", Synced: true, Genesis: map[string]string{"a": inc}}
+		})},
+		{Name: "c", URL: serve("c", func() Records { return Records{Node: "c", Incarnation: "c2", Synced: false} })},
+		{Name: "d", URL: serve("d", func() Records { return Records{Node: "d", Incarnation: "d1", Synced: true} })},
+		{Name: "e", URL: "http://127.0.0.1:1"},
+	}
+	n, err := Open(Config{Node: "a", Peers: peers, Path: filepath.Join(dir, "a.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	inc = n.Incarnation()
+	for _, p := range []Peer{peers[1], peers[0]} { // c, then b
+		if err := n.pull(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.mu.Lock()
+	synced := n.synced
+	n.mu.Unlock()
+	if !synced {
+		t.Fatal("a did not sync on b, which saw its incarnation new at the first start")
+	}
+	if ok, why := n.Synced(); ok || !strings.Contains(why, "read 1 [b]") {
+		t.Fatalf("a read b (synced) and c (wiped): synced %v (%s), want it waiting for a second synced peer", ok, why)
+	}
+	if err := n.pull(context.Background(), peers[2]); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := n.Synced(); !ok {
+		t.Fatalf("a read b and d: synced %v (%s)", ok, why)
+	}
+}
+
+// A batch's certificates are those its events name: any other is left
+// unread, neither checked, nor kept and passed on, nor counted as a
+// refused event (a peer could fill a batch with junk and make every
+// receiver parse it and report forged events that nobody sent).
+func TestBatchCertsNotNamedAreIgnored(t *testing.T) {
+	keys := signers(t, "a", "b", "c")
+	n, err := Open(Config{Node: "a", Peers: []Peer{{Name: "b", URL: "http://127.0.0.1:1"}, {Name: "c", URL: "http://127.0.0.1:1"}},
+		Path: filepath.Join(t.TempDir(), "a.db"), Signer: keys["a"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	e := Event{Origin: "b", Seq: 1, Lamport: 1, Time: 1, Kind: Drain, Subject: "c", Key: keys["b"].KeyID()}
+	if e.Sig, err = keys["b"].Sign(e.SignedBytes()); err != nil {
+		t.Fatal(err)
+	}
+	certs := map[string][]byte{
+		keys["b"].KeyID():  keys["b"].Cert(),
+		keys["c"].KeyID():  keys["c"].Cert(),
+		"0123456789abcdef": []byte("not a certificate"),
+	}
+	applied, refused, err := n.Receive(Batch{From: "b", Events: []Event{e}, Certs: certs})
+	if err != nil || applied != 1 || refused != 0 {
+		t.Fatalf("b's signed drain: applied %d, refused %d, err %v", applied, refused, err)
+	}
+	if r := n.Refused()[RefusedSignature]; r != 0 {
+		t.Fatalf("refused for their signature: %d, want 0 (no event was)", r)
+	}
+	n.mu.Lock()
+	_, gotB := n.certs[keys["b"].KeyID()]
+	_, gotC := n.certs[keys["c"].KeyID()]
+	kept := len(n.certs)
+	n.mu.Unlock()
+	if !gotB || gotC || kept != 2 {
+		t.Fatalf("certificates kept: b's %v (want true), c's %v (want false), %d in all (want 2: a's and b's)", gotB, gotC, kept)
+	}
+}

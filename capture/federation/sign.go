@@ -102,18 +102,25 @@ func (n *Node) verify(e *Event) (string, error) {
 	return "", nil
 }
 
-// learnCerts takes in the certificates a batch or a pull carried: each
-// must chain to the CA and be filed under its own key id. New ones are
-// persisted before the events that name them are applied. Called with
+// learnCerts takes in the certificates a batch or a pull carried for its
+// events: each must chain to the CA and be filed under its own key id.
+// Only those that an event names are looked at: any other is no part of
+// the message, and a peer could otherwise make this node parse, check and
+// keep whatever it sends, and count its junk as refused events. New ones
+// are persisted before the events that name them are applied. Called with
 // n.mu held; a certificate that does not check is refused and counted, and
 // the events that name it are then refused too.
-func (n *Node) learnCerts(certs map[string][]byte, from string) error {
+func (n *Node) learnCerts(certs map[string][]byte, events []Event, from string) error {
 	if n.cfg.Signer == nil || len(certs) == 0 {
 		return nil
 	}
+	named := make(map[string]bool, len(events))
+	for i := range events {
+		named[events[i].Key] = true
+	}
 	fresh := map[string][]byte{}
 	for id, der := range certs {
-		if _, ok := n.certs[id]; ok {
+		if _, ok := n.certs[id]; ok || !named[id] {
 			continue
 		}
 		got, err := n.cfg.Signer.Learn(der)

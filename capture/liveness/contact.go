@@ -192,6 +192,11 @@ func (c *Contact) ReadIn(peer string, round uint64) bool {
 	return true
 }
 
+// Unread forgets that peer's records were read: the caller counted the
+// answer of a peer that turned out not to count (one that lost its state,
+// read while this node was syncing).
+func (c *Contact) Unread(peer string) { delete(c.caught, peer) }
+
 // HasRead reports whether peer's records were read since the node last
 // may have missed news.
 func (c *Contact) HasRead(peer string) bool { return c.caught[peer] }
