@@ -177,6 +177,10 @@ func (l *Lab) startNode(name string) (string, error) {
 	// sshd's checks of a home folder do not expect. MaxSessions: the
 	// harness runs a node's commands as sessions of one connection, more
 	// than OpenSSH's default 10 at once when probes and faults overlap.
+	// SetEnv SHLVL=1: sshd runs each command through root's login shell,
+	// and Debian's bash, started by sshd at level 1, sources ~/.bashrc;
+	// this machine's runs pyenv init, whose rehash lock held concurrent
+	// commands for minutes. At level 2 bash leaves .bashrc alone.
 	cfg := fmt.Sprintf(`ListenAddress %s:22
 HostKey %s
 AuthorizedKeysFile %s
@@ -188,6 +192,7 @@ UsePAM no
 StrictModes no
 MaxSessions 64
 MaxStartups 64
+SetEnv SHLVL=1
 LogLevel VERBOSE
 `, ip, hostKey, filepath.Join(l.dir, "authorized_keys"))
 	cfgPath := filepath.Join(l.dir, "sshd_"+name+".conf")

@@ -14,5 +14,10 @@
 // test has no one to type a password, so a sudo that wants one fails at
 // once with its own message instead of hanging.
 //
+// Over SSH a line runs through the login user's shell ("bash -c 'sh -c
+// LINE'"), which may read its startup files: Debian's bash reads ~/.bashrc
+// when sshd starts it, so a slow or noisy .bashrc slows or pollutes every
+// command. Keep it quiet for non-interactive shells.
+//
 // Nodes files (ParseNodes) list the machines of a test, one a line.
 package control

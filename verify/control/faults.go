@@ -17,8 +17,9 @@ import (
 
 // confirmWithin bounds how long a fault is checked for before it is
 // declared not to have taken effect. A signal or an nft transaction acts
-// at once; the bound only covers a loaded machine's slow commands.
-const confirmWithin = 10 * time.Second
+// at once; the bound only covers a loaded machine's slow commands (on 2
+// shared cores, an open link's probe was seen to time out for 10 s).
+const confirmWithin = 30 * time.Second
 
 func within(d time.Duration) time.Duration {
 	if d <= 0 {
@@ -49,7 +50,9 @@ type Ledger struct {
 	list []Confirmation
 }
 
-func (l *Ledger) add(c Confirmation) {
+// Add records a confirmation: the faults here record theirs, and a
+// suite's own faults may too.
+func (l *Ledger) Add(c Confirmation) {
 	l.mu.Lock()
 	l.list = append(l.list, c)
 	l.mu.Unlock()
@@ -105,7 +108,7 @@ type Procs struct {
 	Ready func(ctx context.Context, node string) error
 	// Ledger receives every confirmation.
 	Ledger *Ledger
-	// ConfirmWithin bounds each check (default 10s).
+	// ConfirmWithin bounds each check (default 30s).
 	ConfirmWithin time.Duration
 
 	mu    sync.Mutex
@@ -186,18 +189,18 @@ func (p *Procs) signalAndConfirm(node, fault, sig string, want State) error {
 	if errors.Is(err, ErrGone) && want != Stopped {
 		// Killed meanwhile: gone, and so not stopped either.
 		c.Confirmed, c.Detail = true, "already gone"
-		p.Ledger.add(c)
+		p.Ledger.Add(c)
 		return nil
 	}
 	if err != nil {
 		c.Detail = err.Error()
-		p.Ledger.add(c)
+		p.Ledger.Add(c)
 		return err
 	}
 	st, reads, werr := waitState(ctx, r, proc, want)
 	c.Checks, c.Detail = reads, fmt.Sprintf("pid %d %s", proc.Pid, st)
 	c.Confirmed = werr == nil && st == want
-	p.Ledger.add(c)
+	p.Ledger.Add(c)
 	if !c.Confirmed {
 		return fmt.Errorf("control: %s: SIG%s to pid %d: %w: %s after %d checks, want %s (%v)", node, sig, proc.Pid, ErrNotConfirmed, st, reads, want, werr)
 	}
@@ -256,19 +259,20 @@ type NftNet struct {
 	remotes map[string]Remote
 	ips     map[string]string
 	probeAt map[string]string // node → host/port to probe it at
-	// ProbeTimeout bounds one probe (default 2s): the time a cut link
-	// takes to be seen as cut.
+	// ProbeTimeout bounds one probe (default 3s): the time a cut link
+	// takes to be seen as cut. It includes starting the probe, which on a
+	// loaded machine can take a good part of a second.
 	ProbeTimeout time.Duration
 	// Ledger receives every confirmation.
 	Ledger *Ledger
-	// ConfirmWithin bounds each check (default 10s).
+	// ConfirmWithin bounds each check (default 30s).
 	ConfirmWithin time.Duration
 }
 
 // NewNftNet returns the network of nodes, each with an IPv4 address (its
 // packets' source address as the others see it) and a remote.
 func NewNftNet(nodes []Node, remotes map[string]Remote, ledger *Ledger) (*NftNet, error) {
-	n := &NftNet{remotes: remotes, ips: map[string]string{}, probeAt: map[string]string{}, ProbeTimeout: 2 * time.Second, Ledger: ledger}
+	n := &NftNet{remotes: remotes, ips: map[string]string{}, probeAt: map[string]string{}, ProbeTimeout: 3 * time.Second, Ledger: ledger}
 	if n.Ledger == nil {
 		n.Ledger = &Ledger{}
 	}
@@ -329,13 +333,22 @@ func (n *NftNet) Partition(ctx context.Context, g netfault.Grudge) error {
 // Heal removes every cut and confirms every link open.
 func (n *NftNet) Heal(ctx context.Context) error { return n.Partition(ctx, nil) }
 
-// probeExit is what a probe's line exits with: 0 connected (or refused:
-// the peer answered), 1 not connected.
-func (n *NftNet) probeLine(to string) string {
+// probeLine probes the targets (host/port) at once from one node and
+// prints one line per target: the target and 0 when it connected (or was
+// refused: the peer's RST came back, so the link is open), else the
+// status of the attempt (124: timed out). bash's /dev/tcp is the one TCP
+// client every Debian node has. One command per node rather than per pair
+// keeps the number of SSH sessions down: on a loaded machine each costs
+// more than the connection it makes.
+func (n *NftNet) probeLine(targets []string) string {
 	secs := strconv.FormatFloat(n.ProbeTimeout.Seconds(), 'f', 3, 64)
-	// bash's /dev/tcp is the one TCP client every Debian node has;
-	// "refused" means the peer's RST came back, so the link is open.
-	return fmt.Sprintf(`command -v bash >/dev/null || { echo "probing needs bash" >&2; exit 127; }; out=$(timeout %s bash -c 'exec 3<>/dev/tcp/%s' 2>&1); st=$?; [ $st = 0 ] && exit 0; case "$out" in *refused*) exit 0;; esac; echo "$out" >&2; exit 1`, secs, to)
+	var b strings.Builder
+	b.WriteString(`command -v bash >/dev/null || { echo "probing needs bash" >&2; exit 127; }; for t in`)
+	for _, t := range targets {
+		b.WriteString(" " + Quote(t))
+	}
+	fmt.Fprintf(&b, `; do ( out=$(timeout %s bash -c "exec 3<>/dev/tcp/$t" 2>&1); st=$?; case "$out" in *refused*) st=0;; esac; echo "$t $st" ) & done; wait`, secs)
+	return b.String()
 }
 
 // confirm probes every ordered pair and compares with g. A connection is
@@ -358,7 +371,7 @@ func (n *NftNet) confirm(ctx context.Context, fault string, g netfault.Grudge) e
 	pending := pairs
 	fail := func(format string, a ...any) error {
 		c.Detail = n.detail(pairs, found)
-		n.Ledger.add(c)
+		n.Ledger.Add(c)
 		return fmt.Errorf("control: %s %s: %w: %s", fault, g, ErrNotConfirmed, fmt.Sprintf(format, a...))
 	}
 	for {
@@ -392,7 +405,7 @@ func (n *NftNet) confirm(ctx context.Context, fault string, g netfault.Grudge) e
 		if len(again) == 0 {
 			c.Confirmed = true
 			c.Detail = n.detail(pairs, found)
-			n.Ledger.add(c)
+			n.Ledger.Add(c)
 			return nil
 		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
@@ -414,26 +427,57 @@ func (n *NftNet) detail(pairs [][2]string, found map[[2]string]string) string {
 	return strings.Join(parts, ", ")
 }
 
-// probe probes the pairs at once: whether each connected, and what a
-// probe that did not said.
+// probe probes the pairs at once, one command per source node, and says
+// whether each connected and, when one did not, the attempt's status.
 func (n *NftNet) probe(ctx context.Context, pairs [][2]string) ([]bool, []string, error) {
 	reached := make([]bool, len(pairs))
 	why := make([]string, len(pairs))
-	errs := make([]error, len(pairs))
-	var wg sync.WaitGroup
+	bySource := map[string][]int{}
+	var sources []string
 	for i, p := range pairs {
+		if bySource[p[0]] == nil {
+			sources = append(sources, p[0])
+		}
+		bySource[p[0]] = append(bySource[p[0]], i)
+	}
+	errs := make([]error, len(sources))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for si, src := range sources {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := n.remotes[p[0]].Run(ctx, Cmd{Line: n.probeLine(n.probeAt[p[1]])})
-			switch {
-			case err != nil:
-				errs[i] = err
-			case res.Exit == 127:
-				errs[i] = &ExitError{Node: p[0], Line: "probe of " + p[1], Result: res}
-			default:
-				reached[i] = res.Exit == 0
-				why[i] = strings.TrimSpace(string(res.Stderr))
+			var targets []string
+			for _, i := range bySource[src] {
+				targets = append(targets, n.probeAt[pairs[i][1]])
+			}
+			res, err := n.remotes[src].Run(ctx, Cmd{Line: n.probeLine(targets)})
+			if err == nil && res.Exit != 0 {
+				err = &ExitError{Node: src, Line: "probe of " + strings.Join(targets, " "), Result: res}
+			}
+			if err != nil {
+				errs[si] = err
+				return
+			}
+			status := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+				if t, st, ok := strings.Cut(line, " "); ok {
+					status[t] = st
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, i := range bySource[src] {
+				st, ok := status[n.probeAt[pairs[i][1]]]
+				switch {
+				case !ok:
+					errs[si] = fmt.Errorf("control: %s: probe of %s printed nothing: %q", src, pairs[i][1], res.Stdout)
+				case st == "0":
+					reached[i] = true
+				case st == "124":
+				default:
+					why[i] = "status " + st
+				}
 			}
 		}()
 	}

@@ -181,6 +181,11 @@ func TestSSHContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	// Connected first, so that the deadline falls while the command runs
+	// rather than while dialling, however slow the machine is.
+	if _, err := control.Output(context.Background(), r, "true"); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if _, err := r.Run(ctx, control.Cmd{Line: "sleep 60"}); !errors.Is(err, control.ErrUnknown) || !errors.Is(err, context.DeadlineExceeded) {
