@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -12,7 +13,7 @@ import (
 )
 
 func runTestEtcd(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("test etcd", "test etcd --workload register|list-append|set [--serializable-reads] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--rate R] [--store DIR] [--etcd-binary PATH]", stderr)
+	fs, level := flagSet("test etcd", "test etcd --workload register|list-append|set [--serializable-reads] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--rate R] [--store DIR] [--etcd-binary PATH] [--nodes-file FILE [--known-hosts FILE,...] [--remote-dir DIR]]", stderr)
 	workload := fs.String("workload", "", "register (reads, writes, compare-and-sets on independent keys; linearizability),\nlist-append (transactions of appends and reads; strict serializability)\nor set (adds and whole-set reads; Jepsen's set-full, stale reads refused)")
 	serializable := fs.Bool("serializable-reads", false, "serve reads from the client's own member (clientv3.WithSerializable): possibly stale,\nas etcd documents; the register test must catch it")
 	nodes := fs.Int("nodes", 3, "number of etcd members, 1 to 9")
@@ -22,17 +23,32 @@ func runTestEtcd(args []string, stdout, stderr io.Writer) int {
 	conc := fs.Int("concurrency", 0, "client threads, spread over the members (default 2 per member)")
 	rate := fs.Int("rate", 500, "target client operations per second, all threads together")
 	store := fs.String("store", "store", "folder the run is saved under, as DIR/etcd/<time>/ (the members' data too)")
-	bin := fs.String("etcd-binary", "", "the etcd executable (default: etcd on the PATH, from Debian's etcd-server)")
+	bin := fs.String("etcd-binary", "", "the etcd executable (default: etcd on the PATH, from Debian's etcd-server);\nwith --nodes-file it is uploaded to every node")
+	nodesFile := fs.String("nodes-file", "", "run the members on the machines this file lists, over SSH, one a line:\nNAME address=HOST [port=22] [user=root] [key=FILE] [sudo=false]\n(default: the members on loopback)")
+	knownHosts := fs.String("known-hosts", "", "with --nodes-file: known_hosts files the nodes' host keys must be in,\ncomma-separated (default ~/.ssh/known_hosts)")
+	remoteDir := fs.String("remote-dir", "", "with --nodes-file: the folder on each node for its member, as DIR/<node>,\nwiped at the start (default "+etcdsuite.DefaultRemoteDir+")")
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ipfence test: "+format+"\n", a...)
 		return exitError
 	}
 	if len(pos) > 0 {
 		return fail("unexpected argument %q", pos[0])
+	}
+	if *nodesFile != "" && set["nodes"] {
+		return fail("--nodes and --nodes-file: the nodes file says how many members there are")
+	}
+	if *nodesFile == "" && (set["known-hosts"] || set["remote-dir"]) {
+		return fail("--known-hosts and --remote-dir need --nodes-file")
+	}
+	var known []string
+	if *knownHosts != "" {
+		known = strings.Split(*knownHosts, ",")
 	}
 	// Options read zero as "the default"; here the defaults are filled in,
 	// so a zero given on the command line is a mistake.
@@ -58,6 +74,7 @@ func runTestEtcd(args []string, stdout, stderr io.Writer) int {
 		Binary: *bin, Workload: *workload, SerializableReads: *serializable, Nodes: *nodes, Concurrency: *conc,
 		Rate: *rate, TimeLimit: *limit, Nemesis: splitKinds(*nem), Seed: *seed, Store: *store,
 		Command: append([]string{"ipfence", "test", "etcd"}, args...), Progress: stdout, TTY: tty,
+		NodesFile: *nodesFile, KnownHosts: known, RemoteDir: *remoteDir,
 	}
 	out, err := etcdsuite.Run(ctx, o)
 	return finish(out, err, stdout, stderr, printEtcdSummary)
@@ -86,6 +103,16 @@ func printEtcdSummary(w io.Writer, out *harness.Outcome) {
 	}
 	if r, ok := cs["stats"]; ok {
 		fmt.Fprintf(w, "  stats           %-7s\n", r.Valid)
+	}
+	if r, ok := cs["faults"]; ok {
+		// Faults on remote nodes are checked after each is made: how
+		// many of each kind were found to have taken effect.
+		fmt.Fprintf(w, "  faults          %-7s confirmed: %v\n", r.Valid, r.Fields["summary"])
+		if missed, _ := r.Fields["not_confirmed"].([]string); len(missed) > 0 {
+			for _, m := range missed {
+				fmt.Fprintf(w, "    not confirmed: %s\n", m)
+			}
+		}
 	}
 	if errs, ok := out.Results.Fields["harness_errors"].([]string); ok {
 		for _, e := range errs {

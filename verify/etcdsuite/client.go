@@ -36,11 +36,17 @@ const opTimeout = 2 * time.Second
 // and the transaction fails. A transaction that appends nothing is the
 // first Txn alone.
 type client struct {
-	c            *cluster
+	c            dialer
 	node         string
 	workload     string
 	serializable bool
 	cl           *clientv3.Client
+}
+
+// dialer opens a client of one member: the cluster on loopback or the
+// one on remote nodes.
+type dialer interface {
+	dial(node string) (*clientv3.Client, error)
 }
 
 func (cl *client) Open(_ context.Context, node string) (harness.Client, error) {

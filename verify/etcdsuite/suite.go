@@ -15,6 +15,16 @@
 // SerializableReads, reads are served by whichever member the client
 // talks to, possibly stale, as etcd documents: the register test must then
 // find the stale reads.
+//
+// With Options.NodesFile the members run on machines the harness did not
+// start, reached over SSH through verify/control: the etcd binary is
+// uploaded to each node, a member started there as a daemon on the node's
+// address with etcd's default ports, clients dial the nodes directly,
+// partitions are nftables rules installed on the nodes over SSH, and
+// every fault is confirmed after it is made (the process stopped, the pid
+// gone, the cut links probed). Each confirmation is written into the
+// fault's completion in the history, and a fault that was not confirmed
+// makes the run's verdict unknown (the "faults" checker).
 package etcdsuite
 
 import (
@@ -26,12 +36,14 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/control"
 	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
@@ -81,6 +93,19 @@ type Options struct {
 	// terminal.
 	Progress io.Writer
 	TTY      bool
+
+	// NodesFile, when set, runs the members on the machines it lists
+	// (control.ParseNodes), reached over SSH, instead of on loopback:
+	// Binary is uploaded to each, partitions are nftables rules on the
+	// nodes, and every fault is confirmed. Nodes is then the file's count.
+	NodesFile string
+	// KnownHosts are the known_hosts files the nodes' host keys are
+	// checked against (default ~/.ssh/known_hosts).
+	KnownHosts []string
+	// RemoteDir is the folder on each node that holds its member's binary,
+	// data and log, as RemoteDir/<node> (default DefaultRemoteDir); it is
+	// wiped at the start of a run.
+	RemoteDir string
 }
 
 // ErrNoEtcd says no etcd binary was found.
@@ -104,6 +129,19 @@ func FindEtcd(bin string) (string, error) {
 }
 
 func (o *Options) defaults() error {
+	if o.NodesFile != "" {
+		nodes, err := readNodesFile(o.NodesFile)
+		if err != nil {
+			return err
+		}
+		o.Nodes = len(nodes)
+		if o.RemoteDir == "" {
+			o.RemoteDir = DefaultRemoteDir
+		}
+		if !path.IsAbs(o.RemoteDir) || path.Clean(o.RemoteDir) == "/" {
+			return fmt.Errorf("--remote-dir must be an absolute folder other than /, not %q", o.RemoteDir)
+		}
+	}
 	if o.Nodes == 0 {
 		o.Nodes = 3
 	}
@@ -187,24 +225,48 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	c, err := startCluster(ctx, o.Binary, dir, o.Nodes, fmt.Sprintf("ipfence-%d-%d", o.Seed, time.Now().UnixNano()))
-	if err != nil {
-		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting etcd: %w", err)
-	}
-	defer c.stop()
-	if err := writeClusterFile(dir, o, c); err != nil {
-		return &harness.Outcome{Dir: dir}, err
-	}
-
-	faults := map[string]nemesis.Fault{
-		"partition": nemesis.Partition(meshNet{c.mesh, netfault.Drop}, c.nodes),
-		"pause":     nemesis.Pause(c, c.nodes),
-		"kill":      nemesis.Kill(c, c.nodes),
+	token := fmt.Sprintf("ipfence-%d-%d", o.Seed, time.Now().UnixNano())
+	var (
+		nodes  []string
+		faults map[string]nemesis.Fault
+		dial   dialer
+		ledger *control.Ledger
+	)
+	if o.NodesFile != "" {
+		c, err := startRemote(ctx, o, dir, token)
+		if err != nil {
+			return &harness.Outcome{Dir: dir}, fmt.Errorf("starting etcd on the nodes: %w", err)
+		}
+		defer c.stop()
+		if err := writeClusterFile(dir, o, c.version, c.names, c.args); err != nil {
+			return &harness.Outcome{Dir: dir}, err
+		}
+		nodes, dial, ledger = c.names, c, c.ledger
+		faults = map[string]nemesis.Fault{
+			"partition": confirmed(nemesis.Partition(c.net, nodes), ledger),
+			"pause":     confirmed(nemesis.Pause(c.procs, nodes), ledger),
+			"kill":      confirmed(nemesis.Kill(c.procs, nodes), ledger),
+		}
+	} else {
+		c, err := startCluster(ctx, o.Binary, dir, o.Nodes, token)
+		if err != nil {
+			return &harness.Outcome{Dir: dir}, fmt.Errorf("starting etcd: %w", err)
+		}
+		defer c.stop()
+		if err := writeClusterFile(dir, o, c.version, c.nodes, c.args); err != nil {
+			return &harness.Outcome{Dir: dir}, err
+		}
+		nodes, dial = c.nodes, c
+		faults = map[string]nemesis.Fault{
+			"partition": nemesis.Partition(meshNet{c.mesh, netfault.Drop}, nodes),
+			"pause":     nemesis.Pause(c, nodes),
+			"kill":      nemesis.Kill(c, nodes),
+		}
 	}
 	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
-		"partition": nemesis.PartitionChoice(c.nodes),
-		"pause":     nemesis.NodeChoice(c.nodes),
-		"kill":      nemesis.NodeChoice(c.nodes),
+		"partition": nemesis.PartitionChoice(nodes),
+		"pause":     nemesis.NodeChoice(nodes),
+		"kill":      nemesis.NodeChoice(nodes),
 	}}
 	used := map[string]nemesis.Fault{}
 	for _, k := range Nemeses {
@@ -218,6 +280,9 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		"stats":  checker.Stats(),
 		"errors": checker.UnhandledErrors(),
 		"perf":   checker.Perf(),
+	}
+	if ledger != nil {
+		checks["faults"] = faultsChecker(ledger)
 	}
 	var ops gen.Generator
 	if o.Workload == "register" {
@@ -238,8 +303,8 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		ops = &setOps{r: gen.NewRand(o.Seed + 1)}
 	}
 	test := harness.Test{
-		Name: "etcd", Dir: dir, Nodes: c.nodes, Concurrency: o.Concurrency,
-		Client:    &client{c: c, workload: o.Workload, serializable: o.SerializableReads},
+		Name: "etcd", Dir: dir, Nodes: nodes, Concurrency: o.Concurrency,
+		Client:    &client{c: dial, workload: o.Workload, serializable: o.SerializableReads},
 		Nemesis:   nemesis.Compose(used),
 		Generator: schedule(o, ops, choices),
 		Checker:   withStory(o.Concurrency, checker.Compose(checks)),
@@ -250,11 +315,14 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 
 // writeClusterFile records what ran: the etcd version and each member's
 // command line.
-func writeClusterFile(dir string, o Options, c *cluster) error {
+func writeClusterFile(dir string, o Options, version string, nodes []string, args map[string][]string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nbinary: %s\nworkload: %s\nserializable reads: %v\n", c.version, o.Binary, o.Workload, o.SerializableReads)
-	for _, n := range c.nodes {
-		fmt.Fprintf(&b, "%s: %s %s\n", n, o.Binary, strings.Join(c.args[n], " "))
+	fmt.Fprintf(&b, "%s\nbinary: %s\nworkload: %s\nserializable reads: %v\n", version, o.Binary, o.Workload, o.SerializableReads)
+	if o.NodesFile != "" {
+		fmt.Fprintf(&b, "nodes file: %s (the binary uploaded to %s/<node>/etcd)\n", o.NodesFile, o.RemoteDir)
+	}
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "%s: %s %s\n", n, o.Binary, strings.Join(args[n], " "))
 	}
 	return os.WriteFile(filepath.Join(dir, "etcd.txt"), []byte(b.String()), 0o644)
 }

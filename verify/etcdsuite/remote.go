@@ -1,0 +1,329 @@
+package etcdsuite
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/control"
+	"github.com/ipfence/ipfence/verify/harness"
+	"github.com/ipfence/ipfence/verify/linear"
+	"github.com/ipfence/ipfence/verify/nemesis"
+)
+
+// The ports members use on remote nodes: etcd's own defaults, since each
+// member has a machine (an address) of its own.
+const (
+	remoteClientPort = 2379
+	remotePeerPort   = 2380
+)
+
+// DefaultRemoteDir is the folder on each node that holds a member's
+// binary, data and log, as RemoteDir/<node>. It is wiped at the start of
+// a run. The node name is in the path so that nodes sharing a file system
+// (containers, namespaces of one machine) do not share a member's files.
+const DefaultRemoteDir = "/var/tmp/ipfence-etcd"
+
+// maxRemoteLog bounds the member log fetched into the store.
+const maxRemoteLog = 64 << 20
+
+// remoteCluster is an etcd cluster on nodes reached through remotes: the
+// binary uploaded to each, one member per node started as a daemon,
+// clients dialled straight to the nodes' addresses, partitions with
+// nftables on the nodes, and every fault confirmed.
+type remoteCluster struct {
+	dir     string // the run's folder, here
+	nodes   []control.Node
+	names   []string
+	remotes map[string]control.Remote
+	base    map[string]string // node → its folder on the node
+	client  map[string]string // node → client URL
+	args    map[string][]string
+	version string
+
+	procs  *control.Procs
+	net    *control.NftNet
+	ledger *control.Ledger
+}
+
+// readNodesFile reads and checks a nodes file for the test.
+func readNodesFile(file string) ([]control.Node, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("--nodes-file: %w", err)
+	}
+	defer f.Close()
+	nodes, err := control.ParseNodes(f)
+	if err != nil {
+		return nil, fmt.Errorf("--nodes-file %s: %w", file, err)
+	}
+	if len(nodes) > 9 {
+		return nil, fmt.Errorf("--nodes-file %s: %d nodes: etcd's test takes 1 to 9", file, len(nodes))
+	}
+	return nodes, nil
+}
+
+// startRemote installs and starts a member on each node and waits until
+// every one serves a linearizable read. On error it stops whatever it
+// started and fetches the members' logs into the run's folder.
+func startRemote(ctx context.Context, o Options, dir, token string) (c *remoteCluster, err error) {
+	nodes, err := readNodesFile(o.NodesFile)
+	if err != nil {
+		return nil, err
+	}
+	c = &remoteCluster{dir: dir, nodes: nodes, remotes: map[string]control.Remote{}, base: map[string]string{},
+		client: map[string]string{}, args: map[string][]string{}, ledger: &control.Ledger{}}
+	defer func() {
+		if err != nil {
+			c.stop()
+		}
+	}()
+	opts := control.SSHOptions{KnownHosts: o.KnownHosts}
+	var initial []string
+	for _, n := range nodes {
+		r, err := control.NewSSH(n, opts)
+		if err != nil {
+			return c, err
+		}
+		c.names = append(c.names, n.Name)
+		c.remotes[n.Name] = r
+		c.base[n.Name] = path.Join(o.RemoteDir, n.Name)
+		c.client[n.Name] = "http://" + net.JoinHostPort(n.Address, strconv.Itoa(remoteClientPort))
+		initial = append(initial, n.Name+"=http://"+net.JoinHostPort(n.Address, strconv.Itoa(remotePeerPort)))
+	}
+	if c.net, err = control.NewNftNet(nodes, c.remotes, c.ledger); err != nil {
+		return c, err
+	}
+	daemons := map[string]control.Daemon{}
+	for _, n := range nodes {
+		if err := c.install(ctx, n, o.Binary); err != nil {
+			return c, err
+		}
+		peer := "http://" + net.JoinHostPort(n.Address, strconv.Itoa(remotePeerPort))
+		c.args[n.Name] = []string{
+			"--name", n.Name,
+			"--data-dir", path.Join(c.base[n.Name], "data"),
+			"--listen-client-urls", c.client[n.Name], "--advertise-client-urls", c.client[n.Name],
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","),
+			"--initial-cluster-state", "new",
+			"--initial-cluster-token", token,
+			"--heartbeat-interval", strconv.Itoa(heartbeatMS),
+			"--election-timeout", strconv.Itoa(electionMS),
+			"--logger", "zap", "--log-outputs", "stderr",
+		}
+		daemons[n.Name] = control.Daemon{Name: "etcd", Dir: c.base[n.Name],
+			Argv: append([]string{path.Join(c.base[n.Name], "etcd")}, c.args[n.Name]...)}
+	}
+	if c.procs, err = control.NewProcs(c.remotes, daemons, c.ledger); err != nil {
+		return c, err
+	}
+	c.procs.Ready = c.listening
+	// A run that died may have left its cuts on the nodes.
+	if err := c.net.Heal(ctx); err != nil {
+		return c, fmt.Errorf("clearing the nodes' partition rules: %w", err)
+	}
+	for _, n := range c.names {
+		if err := c.procs.Start(ctx, n); err != nil {
+			return c, err
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for _, n := range c.names {
+		if err := c.waitReady(rctx, n); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// install wipes node's folder and uploads the etcd binary into it: a
+// fresh data folder for a fresh cluster, and the same etcd on every node.
+func (c *remoteCluster) install(ctx context.Context, n control.Node, bin string) error {
+	r := c.remotes[n.Name]
+	base := c.base[n.Name]
+	// Stop a member a dead run left, which would hold the ports.
+	if p, err := control.Find(ctx, r, control.Daemon{Name: "etcd", Dir: base, Argv: []string{"etcd"}}); err == nil {
+		if err := control.Stop(ctx, r, p, 5*time.Second); err != nil {
+			return fmt.Errorf("stopping the etcd a previous run left on %s: %w", n.Name, err)
+		}
+	}
+	if _, err := control.Output(ctx, r, "rm -rf "+control.Quote(base)+" && mkdir -p "+control.Quote(base)); err != nil {
+		return fmt.Errorf("preparing %s on %s: %w", base, n.Name, err)
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	remoteBin := path.Join(base, "etcd")
+	if err := control.Upload(ctx, r, f, remoteBin, 0o755); err != nil {
+		return fmt.Errorf("uploading %s to %s:%s: %w", bin, n.Name, remoteBin, err)
+	}
+	out, err := control.Output(ctx, r, control.Line(remoteBin, "--version"))
+	if err != nil {
+		return fmt.Errorf("etcd on %s: %w", n.Name, err)
+	}
+	c.version = strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	return nil
+}
+
+func (c *remoteCluster) dial(node string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:            []string{c.client[node]},
+		Logger:               zap.NewNop(),
+		DialKeepAliveTime:    time.Second,
+		DialKeepAliveTimeout: time.Second,
+	})
+}
+
+// waitReady waits until node answers a linearizable read.
+func (c *remoteCluster) waitReady(ctx context.Context, node string) error {
+	cl, err := c.dial(node)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := cl.Get(rctx, "ipfence-ready")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !c.procs.Running(ctx, node) {
+			return fmt.Errorf("etcd member %s exited: %s", node, c.logTail(node))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcd member %s did not serve within %v (%v): %s", node, startTimeout, err, c.logTail(node))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// listening waits until a restarted member's client port accepts
+// connections, as the loopback cluster's Restart does.
+func (c *remoteCluster) listening(ctx context.Context, node string) error {
+	addr := strings.TrimPrefix(c.client[node], "http://")
+	deadline := time.Now().Add(restartWait)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if !c.procs.Running(ctx, node) {
+			return fmt.Errorf("etcd member %s exited after restart: %s", node, c.logTail(node))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (c *remoteCluster) daemon(node string) control.Daemon {
+	return control.Daemon{Name: "etcd", Dir: c.base[node], Argv: []string{"etcd"}}
+}
+
+// logTail is the end of node's member log, for errors.
+func (c *remoteCluster) logTail(node string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if _, err := control.Logs(ctx, c.remotes[node], c.daemon(node), &b, 1500); err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	return "its log ends: " + strings.TrimSpace(b.String())
+}
+
+// stop heals the network, stops the members and fetches their logs into
+// the run's logs folder.
+func (c *remoteCluster) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if c.net != nil {
+		_ = c.net.Heal(ctx)
+	}
+	if c.procs != nil {
+		_ = c.procs.StopAll(ctx, 10*time.Second)
+	}
+	_ = os.MkdirAll(filepath.Join(c.dir, harness.LogDir), 0o755)
+	for _, n := range c.names {
+		f, err := os.Create(filepath.Join(c.dir, harness.LogDir, n+".log"))
+		if err != nil {
+			continue
+		}
+		_, _ = control.Logs(ctx, c.remotes[n], c.daemon(n), f, maxRemoteLog)
+		_ = f.Close()
+	}
+	for _, r := range c.remotes {
+		_ = r.Close()
+	}
+}
+
+// confirmed adds to what a fault's start and stop say the checks made of
+// them, so that each confirmation is in the history beside its fault.
+func confirmed(f nemesis.Fault, l *control.Ledger) nemesis.Fault {
+	note := func(from int) string {
+		all := l.All()
+		if from >= len(all) {
+			return ""
+		}
+		var parts []string
+		for _, c := range all[from:] {
+			word := "confirmed"
+			if !c.Confirmed {
+				word = "NOT confirmed"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s %s (%s)", c.Fault, c.Target, word, c.Detail))
+		}
+		return "; " + strings.Join(parts, "; ")
+	}
+	return nemesis.Fault{
+		Start: func(ctx context.Context, v any) (string, error) {
+			from := len(l.All())
+			desc, err := f.Start(ctx, v)
+			return desc + note(from), err
+		},
+		Stop: func(ctx context.Context) (string, error) {
+			from := len(l.All())
+			desc, err := f.Stop(ctx)
+			return desc + note(from), err
+		},
+	}
+}
+
+// faultsChecker makes a run whose faults did not all take effect
+// unknown rather than valid: what the clients saw was not tested against
+// the faults the history names. Its fields say how many of each kind were
+// confirmed, for the closing note.
+func faultsChecker(l *control.Ledger) checker.Checker {
+	return checker.Func(func(context.Context, *checker.Run) checker.Result {
+		missed := []string{}
+		for _, c := range l.All() {
+			if !c.Confirmed {
+				missed = append(missed, fmt.Sprintf("%s %s: %s", c.Fault, c.Target, c.Detail))
+			}
+		}
+		res := checker.Result{Valid: linear.True, Fields: map[string]any{"summary": l.Summary(), "not_confirmed": missed}}
+		if len(missed) > 0 {
+			res.Valid = linear.Unknown
+		}
+		return res
+	})
+}
