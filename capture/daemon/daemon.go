@@ -247,7 +247,7 @@ func (d *Daemon) now() time.Time { return d.opts.Clock().Add(time.Duration(d.off
 // providers builds the drivers the pools name. still, when set, gives an
 // on-premises driver its check before a late announcement (see
 // onprem.Options.StillHolder).
-func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still func(provider string) func(netip.Addr, capture.Epoch) error) (map[string]provider.Provider, error) {
+func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still func(provider string) func(netip.Addr, capture.Epoch, time.Time) error) (map[string]provider.Provider, error) {
 	out := map[string]provider.Provider{}
 	for name, p := range cfg.Providers {
 		switch p.Type {
@@ -328,16 +328,22 @@ func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still fu
 // record of the address is still this node's capture at that Assign's
 // epoch. A node paused or cut off while the others moved the line on
 // must not announce the address again before its release runs.
-func (d *Daemon) stillHolder(provider string) func(netip.Addr, capture.Epoch) error {
-	return func(addr netip.Addr, epoch capture.Epoch) error {
+func (d *Daemon) stillHolder(provider string) func(netip.Addr, capture.Epoch, time.Time) error {
+	return func(addr netip.Addr, epoch capture.Epoch, since time.Time) error {
 		if err := d.unhealthy(); err != nil {
 			return err
 		}
 		if !d.fed.InContact(d.cfg.Timing.HeartbeatTTL + d.cfg.Timing.PromotionHold) {
 			return errOutOfContact
 		}
-		if err := d.fed.Covered(time.Now()); err != nil {
+		// Covered since the Assign, not since now: a lapse in between
+		// (the node paused, heard again) means its peers may have moved
+		// the line meanwhile, and their news may still be on its way.
+		if err := d.fed.Covered(since); err != nil {
 			return err
+		}
+		if ok, why := d.fed.Synced(); !ok {
+			return errors.New(why)
 		}
 		recs := d.seen()
 		for _, p := range d.cfg.Pools {

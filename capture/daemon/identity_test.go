@@ -235,7 +235,15 @@ func TestMutualTLSBindsSenders(t *testing.T) {
 	}
 	// Counted: the batch from the wrong name by the federation's door,
 	// the callers that are no peer by the API.
-	_, metrics := c.call(c.client("n2", nil, ""), 0, http.MethodGet, "/metrics", "")
+	// n1 syncs (reads a peer's records) within moments of its start; a
+	// loaded machine may take longer than the test took to get here.
+	var metrics string
+	for deadline := time.Now().Add(generous); ; time.Sleep(50 * time.Millisecond) {
+		_, metrics = c.call(c.client("n2", nil, ""), 0, http.MethodGet, "/metrics", "")
+		if strings.Contains(metrics, "ipfence_synced 1") || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, want := range []string{
 		`ipfence_federation_refused_events_total{reason="forged-sender"} 1`,
 		`ipfence_federation_refused_events_total{reason="bad-signature"} 3`,

@@ -135,8 +135,11 @@ type Options struct {
 	// it. An error withholds the rest of the burst: a host whose line
 	// moved on (another captured the address while this one was paused
 	// or cut off, and its release has not run yet) must not draw the
-	// LAN's traffic back. Nil sends the second burst as keepalived does.
-	StillHolder func(addr netip.Addr, epoch capture.Epoch) error
+	// LAN's traffic back. since is when the Assign was made: a host
+	// that its peers may have found stale at any moment after it (paused,
+	// cut off, and heard again since) is asked to withhold too. Nil sends
+	// the second burst as keepalived does.
+	StillHolder func(addr netip.Addr, epoch capture.Epoch, since time.Time) error
 	// Log receives a line per acquire and release; nil discards them.
 	Log *slog.Logger
 }
@@ -152,7 +155,7 @@ type Driver struct {
 	nextHop  netip.Addr
 	count    int
 	repeat   time.Duration
-	still    func(netip.Addr, capture.Epoch) error
+	still    func(netip.Addr, capture.Epoch, time.Time) error
 	interval time.Duration
 	log      *slog.Logger
 
@@ -373,8 +376,8 @@ func (d *Driver) Assign(ctx context.Context, req provider.Request, reassign bool
 	if d.repeat > 0 {
 		rctx, cancel := context.WithCancel(context.Background())
 		if still := d.still; still != nil {
-			addr, epoch := req.Address, req.Epoch
-			rctx = gate.WithReady(rctx, func() error { return still(addr, epoch) })
+			addr, epoch, since := req.Address, req.Epoch, time.Now()
+			rctx = gate.WithReady(rctx, func() error { return still(addr, epoch, since) })
 		}
 		d.repeats[req.Address] = cancel
 		d.wg.Add(1)

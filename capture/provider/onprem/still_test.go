@@ -30,7 +30,10 @@ func TestSecondBurstAsksStillHolder(t *testing.T) {
 		moved bool
 		asked []string
 	)
-	still := func(addr netip.Addr, epoch capture.Epoch) error {
+	still := func(addr netip.Addr, epoch capture.Epoch, since time.Time) error {
+		if since.IsZero() || time.Since(since) < repeat/2 {
+			return fmt.Errorf("asked with the Assign's time %v, %v ago, want about %v ago", since, time.Since(since), repeat)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, fmt.Sprintf("%s@%d", addr, epoch))
