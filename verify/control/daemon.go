@@ -224,6 +224,7 @@ const (
 	Stopped
 )
 
+// String names the state as messages show it.
 func (s State) String() string {
 	switch s {
 	case Gone:

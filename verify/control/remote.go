@@ -63,6 +63,7 @@ type ExitError struct {
 	Result Result
 }
 
+// Error names the node, the line, how it ended and the end of its stderr.
 func (e *ExitError) Error() string {
 	how := fmt.Sprintf("exit status %d", e.Result.Exit)
 	if e.Result.Signal != "" {

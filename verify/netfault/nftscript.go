@@ -1,3 +1,5 @@
+//go:build linux
+
 package netfault
 
 // NftTable is the nftables table a partition owns on a node ("inet
