@@ -99,9 +99,13 @@ func Start(ctx context.Context, r Remote, d Daemon) (Proc, error) {
 	// setsid: the daemon leaves the session's process group, so that
 	// neither sshd's hangup nor a signal to the starting shell reaches it;
 	// its streams go to the log so that the session can end.
-	line := fmt.Sprintf("set -e; se=$(readlink -f \"$(command -v setsid)\"); mkdir -p %s; cd %s; %ssetsid %s >>%s 2>&1 </dev/null & pid=$!; echo $pid > %s.tmp; mv -f %s.tmp %s; set +e; %s",
+	// The pid file holds the pid and its start time, written once the
+	// program runs: a pid file outliving its process (a reboot, a kill)
+	// must not name whatever process gets the pid next.
+	pidTmp := Quote(d.PidPath() + ".tmp")
+	line := fmt.Sprintf("set -e; se=$(readlink -f \"$(command -v setsid)\"); mkdir -p %s; cd %s; %ssetsid %s >>%s 2>&1 </dev/null & pid=$!; set +e; %s%s; echo \"$pid ${20}\" > %s && mv -f %s %s; echo \"$1 ${20} $pid\"",
 		Quote(d.Dir), Quote(d.Dir), env, Line(d.Argv...), Quote(d.LogPath()),
-		Quote(d.PidPath()), Quote(d.PidPath()), Quote(d.PidPath()), waitExec+statLine("$pid"))
+		waitExec, statFields("$pid"), pidTmp, pidTmp, Quote(d.PidPath()))
 	res, err := r.Run(ctx, Cmd{Line: line})
 	if err != nil {
 		return Proc{}, err
@@ -112,17 +116,17 @@ func Start(ctx context.Context, r Remote, d Daemon) (Proc, error) {
 	if res.Exit != 0 || res.Signal != "" {
 		return Proc{}, &ExitError{Node: r.Name(), Line: line, Result: res}
 	}
-	pidOut, err := Output(ctx, r, "cat "+Quote(d.PidPath()))
-	if err != nil {
-		return Proc{}, err
+	f := strings.Fields(string(res.Stdout))
+	if len(f) != 3 {
+		return Proc{}, fmt.Errorf("control: %s: daemon %s: unreadable start %q", r.Name(), d.Name, res.Stdout)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(pidOut))
-	if err != nil {
-		return Proc{}, fmt.Errorf("control: %s: pid file %s holds %q", r.Name(), d.PidPath(), pidOut)
-	}
-	st, start, err := parseStat(string(res.Stdout))
+	st, start, err := parseStat(f[0] + " " + f[1])
 	if err != nil {
 		return Proc{}, fmt.Errorf("control: %s: daemon %s: %w", r.Name(), d.Name, err)
+	}
+	pid, err := strconv.Atoi(f[2])
+	if err != nil {
+		return Proc{}, fmt.Errorf("control: %s: daemon %s: unreadable pid %q", r.Name(), d.Name, f[2])
 	}
 	if st == 'Z' || st == 'X' {
 		return Proc{}, fmt.Errorf("control: %s: daemon %s exited at once: %s", r.Name(), d.Name, tail(ctx, r, d))
@@ -164,15 +168,23 @@ func Find(ctx context.Context, r Remote, d Daemon) (Proc, error) {
 	if res.Exit == exitGone {
 		return Proc{}, fmt.Errorf("control: %s: daemon %s: no pid file: %w", r.Name(), d.Name, ErrGone)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
-	if err != nil || pid <= 0 {
-		return Proc{}, fmt.Errorf("control: %s: pid file %s holds %q", r.Name(), d.PidPath(), res.Stdout)
+	f := strings.Fields(string(res.Stdout))
+	var pid int
+	var want uint64
+	if len(f) == 2 {
+		pid, err = strconv.Atoi(f[0])
+		if err == nil {
+			want, err = strconv.ParseUint(f[1], 10, 64)
+		}
+	}
+	if len(f) != 2 || err != nil || pid <= 0 {
+		return Proc{}, fmt.Errorf("control: %s: pid file %s holds %q, not a pid and its start time", r.Name(), d.PidPath(), clip(string(res.Stdout)))
 	}
 	st, start, err := stat(ctx, r, pid)
 	if err != nil {
 		return Proc{}, err
 	}
-	if st == 0 || st == 'Z' || st == 'X' {
+	if st == 0 || st == 'Z' || st == 'X' || start != want {
 		return Proc{}, fmt.Errorf("control: %s: daemon %s: pid %d: %w", r.Name(), d.Name, pid, ErrGone)
 	}
 	return Proc{Pid: pid, Start: start}, nil

@@ -80,7 +80,8 @@ func TestVerifiedProcessFaults(t *testing.T) {
 	if err := procs.Resume("n1"); err != nil {
 		t.Fatal(err)
 	}
-	if st := procState(t, p.Pid); st != "S" {
+	// Continued, sleep sleeps again, or is about to (R) on a busy machine.
+	if st := procState(t, p.Pid); st != "S" && st != "R" {
 		t.Fatalf("after Resume the kernel says %q", st)
 	}
 	if err := procs.Kill("n1"); err != nil {
@@ -101,7 +102,7 @@ func TestVerifiedProcessFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2, _ := procs.Proc("n1")
-	if p2 == p || procState(t, p2.Pid) != "S" {
+	if st := procState(t, p2.Pid); p2 == p || (st != "S" && st != "R") {
 		t.Fatalf("restarted %+v (was %+v), state %s", p2, p, procState(t, p2.Pid))
 	}
 	var got []string

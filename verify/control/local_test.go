@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,11 +185,32 @@ func TestDaemonLifecycle(t *testing.T) {
 	if _, err := Logs(ctx, r, d, &logs, 1000); err != nil || logs.String() != "started hi there\n" {
 		t.Fatalf("logs %q %v", logs.String(), err)
 	}
+	// A pid file naming a live process with another start time (the pid
+	// reused after the daemon died) names no daemon.
+	pidFile, err := os.ReadFile(d.PidPath())
+	if err != nil || string(pidFile) != fmt.Sprintf("%d %d\n", p.Pid, p.Start) {
+		t.Fatalf("pid file %q %v", pidFile, err)
+	}
+	if err := os.WriteFile(d.PidPath(), fmt.Appendf(nil, "%d %d\n", p.Pid, p.Start+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Find(ctx, r, d); !errors.Is(err, ErrGone) {
+		t.Fatalf("find with another start time: %v", err)
+	}
+	if err := os.WriteFile(d.PidPath(), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Find(ctx, r, d); err == nil || !strings.Contains(err.Error(), `holds "garbage", not a pid and its start time`) {
+		t.Fatalf("find with a bad pid file: %v", err)
+	}
 	if err := Stop(ctx, r, p, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := StateOf(ctx, r, p); err != nil || st != Gone {
 		t.Fatalf("after Stop: %v %v", st, err)
+	}
+	if err := os.WriteFile(d.PidPath(), fmt.Appendf(nil, "%d %d\n", p.Pid, p.Start), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := Signal(ctx, r, p, "TERM"); !errors.Is(err, ErrGone) {
 		t.Fatalf("signal after stop: %v", err)
