@@ -37,17 +37,6 @@ func TestScenarios(t *testing.T) {
 			var c *liveness.Contact
 			asked := map[string]uint64{}
 			origin := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-			at := func(cs *scenario.Case, key string, def time.Time) time.Time {
-				v := cs.Get(key, "")
-				if v == "" {
-					return def
-				}
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					t.Fatalf("%s: %s=%q: %v", cs.Pos, key, v, err)
-				}
-				return origin.Add(d)
-			}
 			dur := func(cs *scenario.Case, key string, def time.Duration) time.Duration {
 				v := cs.Get(key, "")
 				if v == "" {
@@ -58,6 +47,10 @@ func TestScenarios(t *testing.T) {
 					t.Fatalf("%s: %s=%q: %v", cs.Pos, key, v, err)
 				}
 				return d
+			}
+			// at is a time given as an offset from origin.
+			at := func(cs *scenario.Case, key string, def time.Time) time.Time {
+				return origin.Add(dur(cs, key, def.Sub(origin)))
 			}
 			scenario.Run(t, f, func(t *testing.T, cs *scenario.Case) string {
 				if c == nil && cs.Cmd != "new" {
