@@ -351,7 +351,7 @@ func (d *Driver) find(ctx context.Context, a netip.Addr) (*core.PrivateIp, error
 		RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
 	})
 	if err != nil {
-		return nil, mapError("ListPrivateIps", err)
+		return nil, mapError(ctx, "ListPrivateIps", err)
 	}
 	switch len(out.Items) {
 	case 0:
@@ -371,7 +371,7 @@ func (d *Driver) get(ctx context.Context, id string) (*core.PrivateIp, string, e
 		return nil, "", nil
 	}
 	if err != nil {
-		return nil, "", mapError("GetPrivateIp", err)
+		return nil, "", mapError(ctx, "GetPrivateIp", err)
 	}
 	return &out.PrivateIp, strOf(out.Etag), nil
 }
@@ -385,7 +385,7 @@ func (d *Driver) vnic(ctx context.Context, id string) (core.Vnic, error) {
 		return core.Vnic{}, fmt.Errorf("oci: GetVnic %s: %w", id, provider.ErrUnknownNIC)
 	}
 	if err != nil {
-		return core.Vnic{}, mapError("GetVnic", err)
+		return core.Vnic{}, mapError(ctx, "GetVnic", err)
 	}
 	return out.Vnic, nil
 }
@@ -521,7 +521,7 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 		}
 		return d.recreate(ctx, req)
 	}
-	return written{}, mapError("UpdatePrivateIp", err)
+	return written{}, mapError(ctx, "UpdatePrivateIp", err)
 }
 
 // recreate makes the address on the VNIC after its private IP was deleted
@@ -555,7 +555,7 @@ func (d *Driver) create(ctx context.Context, req provider.Request) (written, err
 	case http.StatusNotFound:
 		return written{}, fmt.Errorf("oci: create %s on %s: %w: %s", req.Address, req.NIC, provider.ErrUnknownNIC, message(err))
 	}
-	return written{}, mapError("CreatePrivateIp", err)
+	return written{}, mapError(ctx, "CreatePrivateIp", err)
 }
 
 // Unassign takes the address off the VNIC: DeletePrivateIp, conditional on
@@ -571,7 +571,7 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 		return fmt.Errorf("oci: unassign %s from %s: %w", req.Address, req.NIC, provider.ErrUnknownNIC)
 	}
 	if err != nil {
-		return mapError("ListPrivateIps", err)
+		return mapError(ctx, "ListPrivateIps", err)
 	}
 	// A VNIC holds at most a few dozen private IPs, one page; the pages
 	// are followed all the same.
@@ -581,7 +581,7 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 			VnicId: common.String(req.NIC), Page: page, RequestMetadata: common.RequestMetadata{RetryPolicy: &d.read},
 		})
 		if err != nil {
-			return mapError("ListPrivateIps", err)
+			return mapError(ctx, "ListPrivateIps", err)
 		}
 		items = append(items, more.Items...)
 		page = more.OpcNextPage
@@ -619,7 +619,7 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 			// this VNIC, delete at the new ETag once more.
 			continue
 		}
-		return mapError("DeletePrivateIp", err)
+		return mapError(ctx, "DeletePrivateIp", err)
 	}
 	return fmt.Errorf("oci: unassign %s from %s: %w twice", req.Address, req.NIC, ErrChanged)
 }
@@ -635,7 +635,7 @@ func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enable
 		return fmt.Errorf("oci: forwarding on %s: %w", req.NIC, provider.ErrUnknownNIC)
 	}
 	if err != nil {
-		return mapError("UpdateVnic", err)
+		return mapError(ctx, "UpdateVnic", err)
 	}
 	return nil
 }
@@ -683,10 +683,17 @@ func message(err error) string {
 // mapError sorts an SDK error into the contract's kinds: throttled (429)
 // and transient (5xx, the network) are sentinel errors; a refused
 // readiness check and the context's end pass through; the rest are
-// permanent and keep OCI's code and message.
-func mapError(call string, err error) error {
+// permanent and keep OCI's code and message. A call whose caller's
+// context ended is the context's end, whatever came back: net/http may
+// hand over an answer that raced the cancellation (a simulator that
+// answers 503 the moment the connection closes), and the caller must not
+// take an abandoned call for the provider's refusal.
+func mapError(ctx context.Context, call string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("oci: %s: %w (the answer that came back after it: %v)", call, cerr, err)
 	}
 	if errors.Is(err, gate.ErrNotReady) {
 		return fmt.Errorf("oci: %s: %w", call, err)
