@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -60,5 +61,23 @@ func Etcd(t testing.TB) (string, func(syscall.Signal)) {
 			t.Fatalf("etcd did not become healthy: %v\n%s", err, b)
 		}
 	}
-	return client, func(sig syscall.Signal) { cmd.Process.Signal(sig) }
+	return client, func(sig syscall.Signal) {
+		cmd.Process.Signal(sig)
+		if sig != syscall.SIGSTOP {
+			return
+		}
+		// A signal is delivered when the process next runs: on a loaded
+		// machine it may still answer a request sent right after. Wait
+		// until the kernel reports it stopped.
+		stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			b, err := os.ReadFile(stat)
+			if err != nil {
+				return
+			}
+			if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+				return
+			}
+		}
+	}
 }
