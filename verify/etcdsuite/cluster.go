@@ -177,11 +177,11 @@ func startOnce(ctx context.Context, bin, dir string, n int, token string) (c *cl
 	return c, nil
 }
 
-// dial opens a client of node's member alone, so that what a client sees
-// is what that member serves.
-func (c *cluster) dial(node string) (*clientv3.Client, error) {
+// dialMember opens a client of one member alone (its client URL), so that
+// what a client sees is what that member serves.
+func dialMember(url string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
-		Endpoints: []string{c.client[node]},
+		Endpoints: []string{url},
 		Logger:    zap.NewNop(),
 		// Notice a paused or cut-off member within seconds rather than
 		// at TCP's pace.
@@ -190,10 +190,11 @@ func (c *cluster) dial(node string) (*clientv3.Client, error) {
 	})
 }
 
-// waitReady waits until node answers a linearizable read: it runs, it
-// found its peers, and there is a leader.
-func (c *cluster) waitReady(ctx context.Context, node string) error {
-	cl, err := c.dial(node)
+// waitMemberReady waits until the member at url answers a linearizable
+// read: it runs, it found its peers, and there is a leader. running says
+// whether its process still runs; tail is what an error adds of its log.
+func waitMemberReady(ctx context.Context, node, url string, running func() bool, tail func() string) error {
+	cl, err := dialMember(url)
 	if err != nil {
 		return err
 	}
@@ -205,15 +206,25 @@ func (c *cluster) waitReady(ctx context.Context, node string) error {
 		if err == nil {
 			return nil
 		}
-		if !c.Running(node) {
-			return fmt.Errorf("etcd member %s exited: %s; see %s", node, nemesis.LogTail(c.logPath(node), 3), c.logPath(node))
+		if !running() {
+			return fmt.Errorf("etcd member %s exited: %s", node, tail())
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("etcd member %s did not serve within %v (%v): %s; see %s", node, startTimeout, err, nemesis.LogTail(c.logPath(node), 3), c.logPath(node))
+			return fmt.Errorf("etcd member %s did not serve within %v (%v): %s", node, startTimeout, err, tail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// dial opens a client of node's member alone.
+func (c *cluster) dial(node string) (*clientv3.Client, error) { return dialMember(c.client[node]) }
+
+// waitReady waits until node's member serves (waitMemberReady).
+func (c *cluster) waitReady(ctx context.Context, node string) error {
+	return waitMemberReady(ctx, node, c.client[node], func() bool { return c.Running(node) }, func() string {
+		return fmt.Sprintf("%s; see %s", nemesis.LogTail(c.logPath(node), 3), c.logPath(node))
+	})
 }
 
 func (c *cluster) logPath(node string) string {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/control"
@@ -180,37 +179,12 @@ func (c *remoteCluster) install(ctx context.Context, n control.Node, bin string)
 }
 
 func (c *remoteCluster) dial(node string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
-		Endpoints:            []string{c.client[node]},
-		Logger:               zap.NewNop(),
-		DialKeepAliveTime:    time.Second,
-		DialKeepAliveTimeout: time.Second,
-	})
+	return dialMember(c.client[node])
 }
 
 // waitReady waits until node answers a linearizable read.
 func (c *remoteCluster) waitReady(ctx context.Context, node string) error {
-	cl, err := c.dial(node)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := cl.Get(rctx, "ipfence-ready")
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !c.procs.Running(ctx, node) {
-			return fmt.Errorf("etcd member %s exited: %s", node, c.logTail(node))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("etcd member %s did not serve within %v (%v): %s", node, startTimeout, err, c.logTail(node))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return waitMemberReady(ctx, node, c.client[node], func() bool { return c.procs.Running(ctx, node) }, func() string { return c.logTail(node) })
 }
 
 // listening waits until a restarted member's client port accepts
