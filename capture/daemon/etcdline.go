@@ -189,25 +189,34 @@ func (d *Daemon) bumpEtcd(keys []capture.Key, epochs map[capture.Key]capture.Epo
 		if epochs[k].Epoch <= prev.Epoch {
 			continue // etcd is there already, or past: nothing to bump
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		rec, err := l.c.Bump(ctx, s.Lease, k, prev, epochs[k])
-		cancel()
-		if err != nil {
+		if err := d.bumpOne(s, k, prev, epochs[k]); err != nil {
 			lost++
 			d.log.Info("etcd epoch line: bump not made", "key", k, "epoch", epochs[k].Epoch, "holder", epochs[k].Holder, "err", err)
-			continue
 		}
-		l.mu.Lock()
-		if l.last.Records == nil {
-			l.last.Records = map[capture.Key]etcdline.Record{}
-		}
-		l.last.Records[k] = rec
-		l.mu.Unlock()
-		d.log.Info("epoch line moved in etcd", "key", k, "epoch", rec.Epoch, "holder", rec.Holder, "revision", rec.Rev)
 	}
 	if lost > 0 {
 		d.wake.Publish(struct{}{})
 	}
+}
+
+// bumpOne moves k's line in etcd from prev to next under session s and
+// keeps the record etcd now holds.
+func (d *Daemon) bumpOne(s *etcdline.Session, k capture.Key, prev etcdline.Record, next capture.EpochRecord) error {
+	l := d.line
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	rec, err := l.c.Bump(ctx, s.Lease, k, prev, next)
+	cancel()
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.last.Records == nil {
+		l.last.Records = map[capture.Key]etcdline.Record{}
+	}
+	l.last.Records[k] = rec
+	l.mu.Unlock()
+	d.log.Info("epoch line moved in etcd", "key", k, "epoch", rec.Epoch, "holder", rec.Holder, "revision", rec.Rev)
+	return nil
 }
 
 // confirmEtcd checks, against etcd now, that every record the node would
@@ -235,17 +244,10 @@ func (d *Daemon) confirmEtcd(want map[capture.Key]capture.EpochRecord) error {
 			// reach). It is made now, from the revision just read, before
 			// anything is done at it; a node that moved the line first
 			// makes it fail.
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			rec, err := d.line.c.Bump(ctx, s.Lease, k, got, r)
-			cancel()
-			if err == nil {
-				d.line.mu.Lock()
-				d.line.last.Records[k] = rec
-				d.line.mu.Unlock()
-				d.log.Info("epoch line moved in etcd", "key", k, "epoch", rec.Epoch, "holder", rec.Holder, "revision", rec.Rev)
-				continue
+			if err := d.bumpOne(s, k, got, r); err != nil {
+				return fmt.Errorf("%w: %s: %v", errUnreplicated, k, err)
 			}
-			return fmt.Errorf("%w: %s: %v", errUnreplicated, k, err)
+			continue
 		}
 		return fmt.Errorf("%w: %s is at epoch %d (holder %q) in etcd, not %d (holder %q)", errUnreplicated, k, got.Epoch, got.Holder, r.Epoch, r.Holder)
 	}
