@@ -40,16 +40,12 @@ func TestClusterDrainAndUndrain(t *testing.T) {
 	c.waitAllOn("eni-n1", generous)
 	first := epochsOfAssigns(c.mutations(), "eni-n1")
 
-	if code := c.api("n2", http.MethodPost, "/v1/members/n1/drain", nil, nil); code != http.StatusOK {
-		t.Fatalf("drain: %d", code)
-	}
+	c.intent("n2", "drain", "n1")
 	took := c.waitAllOn("eni-n2", generous)
 	t.Logf("drain moved %d addresses to n2 in %v", len(c.addrs), took)
 	second := epochsOfAssigns(c.mutations(), "eni-n2")
 
-	if code := c.api("n3", http.MethodPost, "/v1/members/n1/undrain", nil, nil); code != http.StatusOK {
-		t.Fatalf("undrain: %d", code)
-	}
+	c.intent("n3", "undrain", "n1")
 	took = c.waitAllOn("eni-n1", generous)
 	t.Logf("undrain moved them back in %v", took)
 	third := epochsOfAssigns(c.mutations(), "eni-n1")
@@ -108,7 +104,7 @@ func TestClusterKillHolder(t *testing.T) {
 		}
 	}
 	// An operator's undrain gives it its place back.
-	c.api("n1", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+	c.intent("n1", "undrain", "n1")
 	c.waitAllOn("eni-n1", generous)
 	checkFence(t, c.mutations())
 }

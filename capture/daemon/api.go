@@ -262,6 +262,10 @@ func (d *Daemon) handleDecision(approve bool) http.HandlerFunc {
 	}
 }
 
+// intentTimeout bounds how long an operator's intent waits to read a
+// majority's records and to be held by one.
+const intentTimeout = 4 * time.Second
+
 func (d *Daemon) handleIntent(kind federation.Kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		node := r.PathValue("node")
@@ -281,8 +285,22 @@ func (d *Daemon) handleIntent(kind federation.Kind) http.HandlerFunc {
 			writeError(w, http.StatusServiceUnavailable, "%s %s: this node is %v, so the intent could lose to one sent meanwhile to a node of the majority; send it to a node in contact, or retry once this one is", kind, node, errOutOfContact)
 			return
 		}
-		e, err := d.fed.Emit(kind, node, nil)
-		if err != nil {
+		// Linearizable: read a majority's records, stamp, and answer once
+		// a majority holds it (federation.Node.EmitIntent), within a
+		// bound a ctl user waits for.
+		ctx, cancel := context.WithTimeout(r.Context(), intentTimeout)
+		defer cancel()
+		e, err := d.fed.EmitIntent(ctx, kind, node)
+		switch {
+		case errors.Is(err, federation.ErrIntentUnread):
+			d.log.Warn("operator intent refused", "kind", kind, "member", node, "why", err)
+			writeError(w, http.StatusServiceUnavailable, "%s %s: not taken: %v; nothing was changed, send it again", kind, node, err)
+			return
+		case errors.Is(err, federation.ErrIntentUnacknowledged):
+			d.log.Warn("operator intent not yet on a majority", "kind", kind, "member", node, "event", e.ID(), "why", err)
+			writeError(w, http.StatusServiceUnavailable, "%s %s: stored on this node as %s but not yet on a majority, so it may still take effect or lose to one sent elsewhere; send it again to be sure", kind, node, e.ID())
+			return
+		case err != nil:
 			d.noteWrite(string(kind)+" "+node, err)
 			writeError(w, http.StatusInternalServerError, "%s %s: %v", kind, node, err)
 			return

@@ -260,9 +260,7 @@ func TestAzureClusterDrainAndKill(t *testing.T) {
 	took := c.waitAllOn("eni-n1", generous)
 	t.Logf("n1 holds the %d addresses %v after the cluster synced", len(c.addrs), took)
 
-	if code := c.api("n2", http.MethodPost, "/v1/members/n1/drain", nil, nil); code != http.StatusOK {
-		t.Fatalf("drain: %d", code)
-	}
+	c.intent("n2", "drain", "n1")
 	took = c.waitAllOn("eni-n2", generous)
 	t.Logf("the drain of n1 moved them to n2 in %v", took)
 

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -27,7 +26,7 @@ func BenchmarkFailover(b *testing.B) {
 		times = append(times, c.waitAllOn("eni-n2", generous))
 		b.StopTimer()
 		c.start("n1")
-		c.api("n2", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+		c.intent("n2", "undrain", "n1")
 		c.waitAllOn("eni-n1", generous)
 		b.StartTimer()
 	}
@@ -109,7 +108,7 @@ func BenchmarkFailover1000(b *testing.B) {
 		}
 		b.StopTimer()
 		c.start("n1")
-		c.api("n2", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+		c.intent("n2", "undrain", "n1")
 		c.waitAllOn("eni-n1", 5*time.Minute)
 		b.StartTimer()
 	}

@@ -310,6 +310,25 @@ func (c *cluster) api(n, method, path string, body, out any) int {
 	return resp.StatusCode
 }
 
+// intent sends an operator's intent (drain or undrain of member) through
+// node n as ctl does, sending it again while the node answers 503 (it
+// could not yet read or reach a majority of the cluster: nothing was
+// taken, or not yet for sure), and fails the test on any other answer or
+// if it is never taken.
+func (c *cluster) intent(n, verb, member string) {
+	c.t.Helper()
+	path := "/v1/members/" + member + "/" + verb
+	for deadline := time.Now().Add(generous); ; time.Sleep(50 * time.Millisecond) {
+		code := c.api(n, http.MethodPost, path, nil, nil)
+		if code == http.StatusOK {
+			return
+		}
+		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			c.t.Fatalf("%s %s through %s: %d", verb, member, n, code)
+		}
+	}
+}
+
 func (c *cluster) status(n string) daemon.Status {
 	var st daemon.Status
 	if code := c.api(n, http.MethodGet, "/v1/status", nil, &st); code != http.StatusOK {

@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,9 +58,7 @@ func TestClusterEtcdLine(t *testing.T) {
 	}
 	waitFor("etcd holds n1's records", func() bool { return agree("n1") })
 
-	if code := c.api("n2", http.MethodPost, "/v1/members/n1/drain", nil, nil); code != http.StatusOK {
-		t.Fatalf("drain: %d", code)
-	}
+	c.intent("n2", "drain", "n1")
 	c.waitAllOn("eni-n2", generous)
 	waitFor("etcd holds n2's records after the drain", func() bool { return agree("n2") })
 
@@ -82,9 +79,7 @@ func TestClusterEtcdLine(t *testing.T) {
 	signal(syscall.SIGSTOP)
 	before := len(c.mutations())
 	waitFor("n1 with etcd stopped says why it waits", func() bool { return strings.Contains(c.status("n1").Passive, "etcd") })
-	if code := c.api("n3", http.MethodPost, "/v1/members/n1/undrain", nil, nil); code != http.StatusOK {
-		t.Fatalf("undrain: %d", code)
-	}
+	c.intent("n3", "undrain", "n1")
 	time.Sleep(10 * reconcile)
 	if ms := c.mutations(); len(ms) != before {
 		t.Fatalf("with etcd stopped the provider saw %d new mutations: %+v", len(ms)-before, ms[before:])

@@ -83,13 +83,9 @@ func TestClusterHostilePeer(t *testing.T) {
 	}
 	// The holder changes: drain n1, then undrain it and n3's drain never
 	// came.
-	if code := c.api("n2", http.MethodPost, "/v1/members/n1/drain", nil, nil); code != http.StatusOK {
-		t.Fatal("drain")
-	}
+	c.intent("n2", "drain", "n1")
 	c.waitAllOn("eni-n2", generous)
-	if code := c.api("n3", http.MethodPost, "/v1/members/n1/undrain", nil, nil); code != http.StatusOK {
-		t.Fatal("undrain")
-	}
+	c.intent("n3", "undrain", "n1")
 	c.waitAllOn("eni-n1", generous)
 	for _, n := range c.names {
 		for _, m := range c.status(n).Members {

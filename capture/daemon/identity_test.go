@@ -151,6 +151,19 @@ func (c *idCluster) call(cl *http.Client, node int, method, path, body string) (
 }
 
 // drained asks n1 (as the operator) whether member is drained.
+// callIntent is call for an operator's intent: sent again while the node
+// answers 503 (it could not yet read or reach a majority), as ctl's user
+// is told to.
+func (c *idCluster) callIntent(cl *http.Client, node int, path string) (int, string) {
+	c.t.Helper()
+	for deadline := time.Now().Add(generous); ; time.Sleep(50 * time.Millisecond) {
+		code, body := c.call(cl, node, http.MethodPost, path, "")
+		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return code, body
+		}
+	}
+}
+
 func (c *idCluster) drained(member string) bool {
 	c.t.Helper()
 	code, body := c.call(c.client("operator", c.opKey, "ctl"), 0, http.MethodGet, "/v1/status", "")
@@ -227,7 +240,7 @@ func TestMutualTLSBindsSenders(t *testing.T) {
 	if code, body := c.call(c.client("n2", nil, ""), 0, http.MethodPost, fed, `{"from":"n2","events":[]}`); code != http.StatusOK {
 		t.Fatalf("n2 as itself: %d %s", code, body)
 	}
-	if code, body := c.call(c.client("operator", c.opKey, "ctl"), 0, http.MethodPost, "/v1/members/n1/drain", ""); code != http.StatusOK {
+	if code, body := c.callIntent(c.client("operator", c.opKey, "ctl"), 0, "/v1/members/n1/drain"); code != http.StatusOK {
 		t.Fatalf("the operator's drain: %d %s", code, body)
 	}
 	if !c.drained("n1") {
@@ -274,7 +287,7 @@ func TestOperatorSecretIsApartFromTheFederation(t *testing.T) {
 	if c.drained("n1") {
 		t.Fatal("a refused request drained n1")
 	}
-	if code, body := c.call(c.client("", c.opKey, "ctl"), 0, http.MethodPost, "/v1/members/n1/drain", ""); code != http.StatusOK {
+	if code, body := c.callIntent(c.client("", c.opKey, "ctl"), 0, "/v1/members/n1/drain"); code != http.StatusOK {
 		t.Fatalf("the operator's drain: %d %s", code, body)
 	}
 	if !c.drained("n1") {

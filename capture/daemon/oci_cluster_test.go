@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -290,9 +289,7 @@ func TestOCIClusterDrainAndFailover(t *testing.T) {
 
 	before = oc.sim.Calls()
 	drained := time.Now()
-	if code := oc.api("n2", http.MethodPost, "/v1/members/n1/drain", nil, nil); code != http.StatusOK {
-		t.Fatalf("drain: %d", code)
-	}
+	oc.intent("n2", "drain", "n1")
 	took := oc.waitAllOn("n2", generous)
 	drainCalls := callsSince(oc.sim.Calls(), before)
 	ms := oc.sim.Mutations()
@@ -370,15 +367,15 @@ func BenchmarkOCIFailover(b *testing.B) {
 		failCalls = append(failCalls, perMove(callsSince(oc.sim.Calls(), before), d))
 		b.StopTimer()
 		oc.start("n1")
-		oc.api("n2", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+		oc.intent("n2", "undrain", "n1")
 		oc.waitAllOn("n1", generous)
 		oc.waitSynced(generous)
 		before = oc.sim.Calls()
-		oc.api("n2", http.MethodPost, "/v1/members/n1/drain", nil, nil)
+		oc.intent("n2", "drain", "n1")
 		d = oc.waitAllOn("n2", generous)
 		drains = append(drains, d)
 		drainCalls = append(drainCalls, perMove(callsSince(oc.sim.Calls(), before), d))
-		oc.api("n2", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+		oc.intent("n2", "undrain", "n1")
 		oc.waitAllOn("n1", generous)
 		b.StartTimer()
 	}

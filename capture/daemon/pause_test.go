@@ -62,7 +62,7 @@ func TestClusterPausedInsideAcquireIsFenced(t *testing.T) {
 	}})
 	c.waitAllOn("eni-n1", generous)
 	// Move everything to n2, and let n1's releases and their looks end.
-	c.api("n1", http.MethodPost, "/v1/members/n1/drain", nil, nil)
+	c.intent("n1", "drain", "n1")
 	c.waitAllOn("eni-n2", generous)
 	time.Sleep(6 * reconcile)
 	var before capture.Epoch
@@ -71,7 +71,7 @@ func TestClusterPausedInsideAcquireIsFenced(t *testing.T) {
 	}
 	// n1's next provider call is the describe of its acquire.
 	armed.Store(true)
-	c.api("n1", http.MethodPost, "/v1/members/n1/undrain", nil, nil)
+	c.intent("n1", "undrain", "n1")
 	select {
 	case <-hit:
 	case <-time.After(generous):

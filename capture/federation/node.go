@@ -1450,3 +1450,137 @@ func (n *Node) Flush(d time.Duration) {
 		}
 	}
 }
+
+// ErrIntentUnread is EmitIntent's error when this node could not read the
+// records of a majority of the cluster before stamping the intent: its
+// Lamport clock may not be past an intent another node has answered, so
+// the new one could lose to it. Nothing was emitted.
+var ErrIntentUnread = errors.New("could not read a majority's records before stamping the intent")
+
+// ErrIntentUnacknowledged is EmitIntent's error when the intent was
+// stamped and persisted here but fewer than ReplicationQuorum peers held
+// it before the context ended. It is still delivered, and may take
+// effect; an intent sent later is not yet ordered after it.
+var ErrIntentUnacknowledged = errors.New("the intent is stored on this node but not yet on a majority")
+
+// EmitIntent emits an operator's intent (a drain or an undrain of
+// subject) so that it is ordered after every intent answered before it
+// was asked, whichever node took that one: it first reads the records of
+// ReplicationQuorum peers (with this node, a majority), which moves its
+// Lamport clock past every intent a majority holds, then stamps and
+// persists the event, and answers only once ReplicationQuorum peers hold
+// it. Two majorities meet, so an answered intent is always among what a
+// later one read. Without this, an undrain sent to a node that had not
+// yet heard of a drain answered a moment before on another node was
+// stamped below it and lost: the operator saw 200 and the node stayed
+// drained (seen in CI: TestClusterWipedNodeLearnsBeforeActing).
+func (n *Node) EmitIntent(ctx context.Context, kind Kind, subject string) (Event, error) {
+	// A node that lost its state holds none of the intents it answered
+	// before: it reads as many synced peers as a node learning the line
+	// back must (PullQuorum), which meet every majority without it.
+	if !slices.Contains(n.nodes, subject) {
+		// Peers would refuse it (the door's subject rule): it could
+		// never reach a majority.
+		return Event{}, fmt.Errorf("%s for %q, which is not a node of the cluster", kind, subject)
+	}
+	need := n.ReplicationQuorum()
+	n.mu.Lock()
+	kept := n.synced
+	n.mu.Unlock()
+	if !kept {
+		need = n.PullQuorum()
+	}
+	if err := n.readQuorum(ctx, need); err != nil {
+		return Event{}, err
+	}
+	e, err := n.Emit(kind, subject, nil)
+	if err != nil {
+		return Event{}, err
+	}
+	reg := e.Register()
+	for {
+		if n.heldBy(reg) >= n.ReplicationQuorum() {
+			return e, nil
+		}
+		select {
+		case <-ctx.Done():
+			return e, fmt.Errorf("%w: %d of %d peers needed hold it (%v)", ErrIntentUnacknowledged, n.heldBy(reg), n.ReplicationQuorum(), ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// readQuorum pulls the records of every peer until need of them that kept
+// their state (synced) answered in one round, or ctx ends: a peer that
+// lost its state may have lost intents it acknowledged. A round ends as
+// soon as need answers are in: a stopped peer, whose pull hangs until its
+// timeout, must not hold up an intent a majority can take.
+func (n *Node) readQuorum(ctx context.Context, need int) error {
+	if need == 0 {
+		return nil
+	}
+	var last error
+	for {
+		read, err := n.readRound(ctx, need)
+		if read >= need {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %d of the %d synced peers needed answered; last: %v", ErrIntentUnread, read, need, last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// readRound pulls every peer at once and returns when need synced peers
+// answered or every pull ended, with how many did and the last failure.
+func (n *Node) readRound(ctx context.Context, need int) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan error, len(n.cfg.Peers))
+	for _, p := range n.cfg.Peers {
+		go func() {
+			err := n.pull(ctx, p)
+			if err == nil {
+				n.mu.Lock()
+				synced := n.pulled[p.Name]
+				n.mu.Unlock()
+				if !synced {
+					err = fmt.Errorf("%s lost its state and has not learned the cluster's records back", p.Name)
+				}
+			}
+			results <- err
+		}()
+	}
+	read := 0
+	var last error
+	for range n.cfg.Peers {
+		if err := <-results; err != nil {
+			last = err
+			continue
+		}
+		if read++; read >= need {
+			return read, nil
+		}
+	}
+	return read, last
+}
+
+// heldBy counts the peers known to hold the newest event of register reg
+// here: those whose outbox no longer names it (they acknowledged it, or
+// sent a newer one).
+func (n *Node) heldBy(reg string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	held := 0
+	for _, box := range n.outbox {
+		if !box[reg] {
+			held++
+		}
+	}
+	return held
+}

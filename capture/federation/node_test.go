@@ -20,9 +20,14 @@ type cluster struct {
 	dir   string
 	nodes map[string]*Node
 	srv   map[string]*httptest.Server
-	// cut[a][b]: a's requests to b fail.
-	mu  sync.Mutex
-	cut map[[2]string]bool
+	// cut[a][b]: a's requests to b fail; pushCut[a][b]: only its POSTs
+	// (batches and heartbeats), so b still answers a's pulls.
+	// hang[a][b]: a's requests to b get no answer until they give up, as
+	// from a stopped process.
+	mu      sync.Mutex
+	cut     map[[2]string]bool
+	pushCut map[[2]string]bool
+	hang    map[[2]string]bool
 	// changes counts OnChange calls per node.
 	changes map[string]*atomic.Int64
 	// signers, when set, sign each node's events (see sign_test.go).
@@ -48,8 +53,13 @@ type cutTransport struct {
 func (ct cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ct.c.mu.Lock()
 	to := r.Header.Get("X-Test-To")
-	blocked := ct.c.cut[[2]string{ct.from, to}]
+	blocked := ct.c.cut[[2]string{ct.from, to}] || (r.Method == http.MethodPost && ct.c.pushCut[[2]string{ct.from, to}])
+	hung := ct.c.hang[[2]string{ct.from, to}]
 	ct.c.mu.Unlock()
+	if hung {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
 	if blocked {
 		return nil, context.DeadlineExceeded
 	}
@@ -63,7 +73,7 @@ func newCluster(t *testing.T, names ...string) *cluster {
 // newClusterSigned is newCluster with each node's Signer.
 func newClusterSigned(t *testing.T, signers map[string]Signer, names ...string) *cluster {
 	c := &cluster{signers: signers, t: t, dir: t.TempDir(), nodes: map[string]*Node{}, srv: map[string]*httptest.Server{},
-		cut: map[[2]string]bool{}, changes: map[string]*atomic.Int64{}}
+		cut: map[[2]string]bool{}, pushCut: map[[2]string]bool{}, hang: map[[2]string]bool{}, changes: map[string]*atomic.Int64{}}
 	// Servers first, so that every node knows every URL.
 	handlers := map[string]*handlerSwitch{}
 	c.sw, c.names = handlers, names
@@ -141,6 +151,14 @@ func (c *cluster) setCut(from, to string, cut bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cut[[2]string{from, to}] = cut
+}
+
+// setPushCut makes from's batches and heartbeats to to fail (or pass
+// again), leaving from's pulls of to's records alone.
+func (c *cluster) setPushCut(from, to string, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pushCut[[2]string{from, to}] = cut
 }
 
 // eventually polls cond for up to 5 s.

@@ -1,0 +1,149 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// keptState reports whether n never lost its state or has learned the
+// cluster's records back.
+func keptState(n *Node) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.synced
+}
+
+// runAll runs every node of c until the test ends and waits until each
+// has synced (a cluster starting for the first time).
+func runAll(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, n := range c.nodes {
+		go n.Run(ctx)
+	}
+	for name, n := range c.nodes {
+		eventually(t, name+" syncs", func() bool { return keptState(n) })
+	}
+}
+
+// An intent answered on one node is ordered before any intent asked
+// afterwards on another, even one that has not yet received it: the
+// later node reads a majority's records before stamping its own. This is
+// the operator's view of linearizability: "drain b" answered, then
+// "undrain b" answered elsewhere, must leave x undrained. With plain Emit
+// (no read), c's undrain is stamped below a's drain — a's clock is ahead,
+// and c has heard nothing of it — and the drain wins everywhere.
+func TestIntentOrderedAfterAnsweredIntent(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	runAll(t, c)
+	// c hears nothing pushed: neither batches nor heartbeats. It can still
+	// pull a's and b's records.
+	c.setPushCut("a", "c", true)
+	c.setPushCut("b", "c", true)
+	// a's Lamport clock runs ahead of c's.
+	for range 5 {
+		if _, err := c.nodes["a"].Emit(Drain, "a", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.nodes["a"].Emit(Undrain, "a", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	drain, err := c.nodes["a"].EmitIntent(ctx, Drain, "b")
+	if err != nil {
+		t.Fatalf("drain b via a: %v", err)
+	}
+	if drained(c.nodes["c"], "b") {
+		t.Fatal("the test is void: c received the drain before its own intent")
+	}
+	undrain, err := c.nodes["c"].EmitIntent(ctx, Undrain, "b")
+	if err != nil {
+		t.Fatalf("undrain b via c: %v", err)
+	}
+	if undrain.Lamport <= drain.Lamport {
+		t.Fatalf("the undrain answered after the drain is stamped %d, not after the drain's %d", undrain.Lamport, drain.Lamport)
+	}
+	c.setPushCut("a", "c", false)
+	c.setPushCut("b", "c", false)
+	for name, n := range c.nodes {
+		eventually(t, name+" holds c's undrain", func() bool {
+			var got Event
+			var ok bool
+			n.View(func(s *State) { got, ok = s.Get(undrain.Register()) })
+			return ok && got.ID() == undrain.ID()
+		})
+		if drained(n, "b") {
+			t.Fatalf("%s: b is drained although the undrain was answered after the drain", name)
+		}
+	}
+}
+
+// An intent is answered only when a majority could be read before it and
+// holds it after: a node that can reach no peer refuses it and changes
+// nothing; one whose deliveries fail keeps it, says it is not yet on a
+// majority, and delivers it once the links heal.
+func TestIntentNeedsAMajority(t *testing.T) {
+	c := newCluster(t, "a", "b", "c")
+	runAll(t, c)
+
+	// Peers refuse intents for a node that is not a member, so one
+	// could never be held by a majority: refused at once.
+	if _, err := c.nodes["a"].EmitIntent(context.Background(), Drain, "x"); err == nil || !strings.Contains(err.Error(), "not a node of the cluster") {
+		t.Fatalf("drain of a non-member: got %v", err)
+	}
+
+	c.setCut("a", "b", true)
+	c.setCut("a", "c", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := c.nodes["a"].EmitIntent(ctx, Drain, "b")
+	cancel()
+	if !errors.Is(err, ErrIntentUnread) {
+		t.Fatalf("cut off from every peer: got %v, want ErrIntentUnread", err)
+	}
+	if drained(c.nodes["a"], "b") {
+		t.Fatal("a refused intent was applied")
+	}
+
+	// Reads pass, deliveries fail.
+	c.setCut("a", "b", false)
+	c.setCut("a", "c", false)
+	c.setPushCut("a", "b", true)
+	c.setPushCut("a", "c", true)
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	e, err := c.nodes["a"].EmitIntent(ctx, Drain, "b")
+	cancel()
+	if !errors.Is(err, ErrIntentUnacknowledged) {
+		t.Fatalf("deliveries cut: got %v, want ErrIntentUnacknowledged", err)
+	}
+	if !drained(c.nodes["a"], "b") || e.Subject != "b" {
+		t.Fatalf("the unacknowledged intent is not kept on a: drained %v, event %+v", drained(c.nodes["a"], "b"), e)
+	}
+	if drained(c.nodes["b"], "b") || drained(c.nodes["c"], "b") {
+		t.Fatal("the test is void: a delivered its intent through a cut link")
+	}
+	c.setPushCut("a", "b", false)
+	c.setPushCut("a", "c", false)
+	for _, name := range []string{"b", "c"} {
+		eventually(t, name+" receives the kept intent", func() bool { return drained(c.nodes[name], "b") })
+	}
+	// A peer that does not answer at all (stopped) does not hold up an
+	// intent the rest of a majority takes: the read ends with the first
+	// synced answer, well before the stopped peer's pull gives up.
+	c.mu.Lock()
+	c.hang[[2]string{"b", "c"}] = true
+	c.mu.Unlock()
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := c.nodes["b"].EmitIntent(ctx, Undrain, "b"); err != nil {
+		t.Fatalf("undrain b via b with c not answering b: %v", err)
+	}
+	for name, n := range c.nodes {
+		eventually(t, name+" undrains b", func() bool { return !drained(n, "b") })
+	}
+}
