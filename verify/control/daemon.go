@@ -190,6 +190,21 @@ func Find(ctx context.Context, r Remote, d Daemon) (Proc, error) {
 	return Proc{Pid: pid, Start: start}, nil
 }
 
+// ProcOf returns the live process pid on r as a Proc, its start time
+// read now, so that a process started some other way (a child of the
+// harness itself) can be signalled and checked like a daemon. The error
+// wraps ErrGone when there is no such process.
+func ProcOf(ctx context.Context, r Remote, pid int) (Proc, error) {
+	st, start, err := stat(ctx, r, pid)
+	if err != nil {
+		return Proc{}, err
+	}
+	if st == 0 || st == 'Z' || st == 'X' {
+		return Proc{}, fmt.Errorf("control: %s: pid %d: %w", r.Name(), pid, ErrGone)
+	}
+	return Proc{Pid: pid, Start: start}, nil
+}
+
 // stat returns pid's state letter and start time, or state 0 when there
 // is no such process.
 func stat(ctx context.Context, r Remote, pid int) (byte, uint64, error) {
@@ -294,13 +309,20 @@ func Signal(ctx context.Context, r Remote, p Proc, sig string) error {
 const pollEvery = 50 * time.Millisecond
 
 // waitState reads p's state until want or until ctx ends, and returns the
-// last state read and how many reads it took.
+// last state read and how many reads it took. A read cut short by ctx's
+// end does not count: the state reported is the last one the node gave,
+// not the Gone of an unanswered read.
 func waitState(ctx context.Context, r Remote, p Proc, want State) (State, int, error) {
+	last := Gone
 	for reads := 1; ; reads++ {
 		st, err := StateOf(ctx, r, p)
 		if err != nil {
+			if reads > 1 {
+				st = last
+			}
 			return st, reads, err
 		}
+		last = st
 		if st == want {
 			return st, reads, nil
 		}

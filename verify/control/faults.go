@@ -107,7 +107,7 @@ type Procs struct {
 	// ConfirmWithin bounds each check (default 30s).
 	ConfirmWithin time.Duration
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards daemons (SetArgv) and procs
 	procs map[string]Proc
 }
 
@@ -126,11 +126,40 @@ func NewProcs(remotes map[string]Remote, daemons map[string]Daemon, ledger *Ledg
 }
 
 func (p *Procs) node(node string) (Remote, Daemon, error) {
+	p.mu.Lock()
 	d, ok := p.daemons[node]
+	p.mu.Unlock()
 	if !ok {
 		return nil, Daemon{}, fmt.Errorf("control: no daemon on node %q", node)
 	}
 	return p.remotes[node], d, nil
+}
+
+// SetArgv changes the program and arguments node's daemon is started with
+// from now on (by Start and Restart); a running daemon is left as it is.
+// A test that changes how a node must start (an etcd member that joins
+// the cluster again, where it first founded it) sets it between a stop and
+// the next start.
+func (p *Procs) SetArgv(node string, argv []string) error {
+	if len(argv) == 0 || argv[0] == "" {
+		return fmt.Errorf("control: %s: SetArgv with no program", node)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d, ok := p.daemons[node]
+	if !ok {
+		return fmt.Errorf("control: no daemon on node %q", node)
+	}
+	d.Argv = append([]string(nil), argv...)
+	p.daemons[node] = d
+	return nil
+}
+
+// Argv returns the program and arguments node's daemon is started with.
+func (p *Procs) Argv(node string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.daemons[node].Argv...)
 }
 
 // Start starts node's daemon.
@@ -168,7 +197,8 @@ func (p *Procs) Running(ctx context.Context, node string) bool {
 	return err == nil && st != Gone
 }
 
-// signalAndConfirm sends sig and reads the state until want.
+// signalAndConfirm sends sig to node's daemon and reads its state until
+// want (SignalConfirmed).
 func (p *Procs) signalAndConfirm(node, fault, sig string, want State) error {
 	ctx, cancel := context.WithTimeout(context.Background(), within(p.ConfirmWithin))
 	defer cancel()
@@ -180,25 +210,35 @@ func (p *Procs) signalAndConfirm(node, fault, sig string, want State) error {
 	if !ok {
 		return fmt.Errorf("control: %s: daemon never started", node)
 	}
-	c := Confirmation{Fault: fault, Target: node}
-	err = Signal(ctx, r, proc, sig)
+	return SignalConfirmed(ctx, r, proc, sig, want, p.Ledger, fault, node)
+}
+
+// SignalConfirmed sends sig to proc on r, reads its state until want or
+// until ctx ends, and records what it found in l as a Confirmation of
+// fault on target. A process that is gone when the signal is sent counts
+// as confirmed for any want but Stopped (killed meanwhile: not stopped
+// either). When the state is not found the error wraps ErrNotConfirmed.
+// The Procs faults are built on it; a suite's own faults (pausing whichever
+// member leads, say) use it on the processes they pick.
+func SignalConfirmed(ctx context.Context, r Remote, proc Proc, sig string, want State, l *Ledger, fault, target string) error {
+	c := Confirmation{Fault: fault, Target: target}
+	err := Signal(ctx, r, proc, sig)
 	if errors.Is(err, ErrGone) && want != Stopped {
-		// Killed meanwhile: gone, and so not stopped either.
 		c.Confirmed, c.Detail = true, "already gone"
-		p.Ledger.Add(c)
+		l.Add(c)
 		return nil
 	}
 	if err != nil {
 		c.Detail = err.Error()
-		p.Ledger.Add(c)
+		l.Add(c)
 		return err
 	}
 	st, reads, werr := waitState(ctx, r, proc, want)
 	c.Checks, c.Detail = reads, fmt.Sprintf("pid %d %s", proc.Pid, st)
 	c.Confirmed = werr == nil && st == want
-	p.Ledger.Add(c)
+	l.Add(c)
 	if !c.Confirmed {
-		return fmt.Errorf("control: %s: SIG%s to pid %d: %w: %s after %d checks, want %s (%v)", node, sig, proc.Pid, ErrNotConfirmed, st, reads, want, werr)
+		return fmt.Errorf("control: %s: SIG%s to pid %d: %w: %s after %d checks, want %s (%v)", target, sig, proc.Pid, ErrNotConfirmed, st, reads, want, werr)
 	}
 	return nil
 }
@@ -229,10 +269,28 @@ func (p *Procs) Restart(ctx context.Context, node string) error {
 	return nil
 }
 
+// Stop stops node's daemon (TERM, then KILL after grace) and returns once
+// it is gone; a node whose daemon never started or is gone already is
+// stopped.
+func (p *Procs) Stop(ctx context.Context, node string, grace time.Duration) error {
+	r, _, err := p.node(node)
+	if err != nil {
+		return err
+	}
+	proc, ok := p.Proc(node)
+	if !ok {
+		return nil
+	}
+	return Stop(ctx, r, proc, grace)
+}
+
 // StopAll stops every node's daemon (TERM, then KILL after grace).
 func (p *Procs) StopAll(ctx context.Context, grace time.Duration) error {
 	var errs []error
-	for node := range p.daemons {
+	p.mu.Lock()
+	nodes := slices.Collect(maps.Keys(p.daemons))
+	p.mu.Unlock()
+	for _, node := range nodes {
 		proc, ok := p.Proc(node)
 		if !ok {
 			continue
