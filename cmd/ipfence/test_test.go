@@ -263,7 +263,7 @@ func TestTestEtcdUsage(t *testing.T) {
 	}{
 		{[]string{"test", "etcd"}, "--workload is required: register or list-append or set"},
 		{[]string{"test", "etcd", "--workload", "bank", "--store", store}, `--workload: "bank" is not one of register, list-append, set`},
-		{[]string{"test", "etcd", "--workload", "register", "--nemesis", "clock", "--store", store}, `--nemesis: unknown fault "clock"; valid: partition,pause,kill`},
+		{[]string{"test", "etcd", "--workload", "register", "--nemesis", "clock", "--store", store}, `--nemesis: unknown fault "clock"; valid: partition,pause,kill,leader,member`},
 		{[]string{"test", "etcd", "--workload", "register", "--nodes", "0", "--store", store}, "--nodes must be from 1 to 9, not 0"},
 		{[]string{"test", "etcd", "--workload", "register", "--rate", "-5", "--store", store}, "--rate must be from 1 to 100000"},
 		{[]string{"test", "etcd", "--workload", "register", "--time-limit", "2s", "--store", store}, "--time-limit must be at least 10s"},

@@ -18,7 +18,7 @@ func runTestEtcd(args []string, stdout, stderr io.Writer) int {
 	serializable := fs.Bool("serializable-reads", false, "serve reads from the client's own member (clientv3.WithSerializable): possibly stale,\nas etcd documents; the register test must catch it")
 	nodes := fs.Int("nodes", 3, "number of etcd members, 1 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
-	nem := fs.String("nemesis", strings.Join(etcdsuite.Nemeses, ","), "faults to inject, comma-separated: "+strings.Join(etcdsuite.Nemeses, ",")+", or none.\nClock faults do not apply: etcd is an external binary outside a namespace,\nwhose clock the harness cannot move")
+	nem := fs.String("nemesis", strings.Join(etcdsuite.DefaultNemeses, ","), "faults to inject, comma-separated: "+strings.Join(etcdsuite.Nemeses, ",")+", or none.\nleader moves the leadership to a follower (MoveLeader) or pauses the leader;\nmember removes a member, wipes it, and adds it back on a fresh data folder.\nClock faults do not apply: etcd is an external binary outside a namespace,\nwhose clock the harness cannot move")
 	seed := fs.Uint64("seed", 1, "seed of the operations and faults: the same seed gives the same schedule")
 	conc := fs.Int("concurrency", 0, "client threads, spread over the members (default 2 per member)")
 	rate := fs.Int("rate", 500, "target client operations per second, all threads together")
@@ -105,8 +105,9 @@ func printEtcdSummary(w io.Writer, out *harness.Outcome) {
 		fmt.Fprintf(w, "  stats           %-7s\n", r.Valid)
 	}
 	if r, ok := cs["faults"]; ok {
-		// Faults on remote nodes are checked after each is made: how
-		// many of each kind were found to have taken effect.
+		// Faults on remote nodes, and the leader and member faults
+		// anywhere, are checked after each is made: how many of each
+		// kind were found to have taken effect.
 		fmt.Fprintf(w, "  faults          %-7s confirmed: %v\n", r.Valid, r.Fields["summary"])
 		if missed, _ := r.Fields["not_confirmed"].([]string); len(missed) > 0 {
 			for _, m := range missed {

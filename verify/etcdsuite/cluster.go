@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ipfence/ipfence/internal/loopback"
+	"github.com/ipfence/ipfence/verify/control"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
@@ -58,7 +59,7 @@ type cluster struct {
 	// The members' processes: Pause, Resume and Kill.
 	nemesis.Procs
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards logs, and args once the run has started
 	logs map[string]*os.File
 }
 
@@ -138,7 +139,7 @@ func startOnce(ctx context.Context, bin, dir string, n int, token string) (c *cl
 	for _, node := range c.nodes {
 		c.args[node] = []string{
 			"--name", node,
-			"--data-dir", filepath.Join(dir, "data", node),
+			"--data-dir", c.dataDir(node),
 			"--listen-client-urls", c.client[node], "--advertise-client-urls", c.client[node],
 			"--listen-peer-urls", "http://" + c.peer[node],
 			// Every other member dials this member's proxy.
@@ -243,6 +244,7 @@ func (c *cluster) start(node string) error {
 		}
 		c.logs[node] = logf
 	}
+	// args may change (rejoin) while the run goes on.
 	cmd := exec.Command(c.bin, c.args[node]...)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -314,3 +316,49 @@ func (n meshNet) Partition(_ context.Context, g netfault.Grudge) error {
 }
 
 func (n meshNet) Heal(context.Context) error { n.m.Heal(); return nil }
+
+// peerURL is the URL node's member advertises to its peers: its proxy.
+func (c *cluster) peerURL(node string) string { return "http://" + c.mesh.Addr(node) }
+
+// proc is node's process, a child of this one, as the control layer
+// reaches it on this machine.
+func (c *cluster) proc(ctx context.Context, node string) (control.Remote, control.Proc, error) {
+	r := &control.Local{Node: node}
+	pid, ok := c.Pid(node)
+	if !ok {
+		return r, control.Proc{}, fmt.Errorf("etcd member %s: %w", node, control.ErrGone)
+	}
+	p, err := control.ProcOf(ctx, r, pid)
+	return r, p, err
+}
+
+// stopWiped kills node's member and removes its data folder.
+func (c *cluster) stopWiped(_ context.Context, node string) error {
+	if c.Running(node) {
+		if err := c.Kill(node); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(c.dataDir(node))
+}
+
+func (c *cluster) dataDir(node string) string { return filepath.Join(c.dir, "data", node) }
+
+// rejoin teaches the proxies node's new member ID, changes its command
+// line to join the existing cluster, and starts it on a fresh data folder.
+func (c *cluster) rejoin(ctx context.Context, node, initial string, id uint64) error {
+	c.mesh.SetSender(hexID(id), node)
+	c.mu.Lock()
+	args, err := rejoinArgs(c.args[node], initial)
+	if err == nil {
+		c.args[node] = args
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.dataDir(node)); err != nil {
+		return err
+	}
+	return c.Restart(ctx, node)
+}

@@ -47,6 +47,7 @@ type remoteCluster struct {
 	remotes map[string]control.Remote
 	base    map[string]string // node → its folder on the node
 	client  map[string]string // node → client URL
+	peer    map[string]string // node → peer URL
 	args    map[string][]string
 	version string
 
@@ -81,7 +82,7 @@ func startRemote(ctx context.Context, o Options, dir, token string) (c *remoteCl
 		return nil, err
 	}
 	c = &remoteCluster{dir: dir, nodes: nodes, remotes: map[string]control.Remote{}, base: map[string]string{},
-		client: map[string]string{}, args: map[string][]string{}, ledger: &control.Ledger{}}
+		client: map[string]string{}, peer: map[string]string{}, args: map[string][]string{}, ledger: &control.Ledger{}}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -98,7 +99,8 @@ func startRemote(ctx context.Context, o Options, dir, token string) (c *remoteCl
 		c.remotes[n.Name] = r
 		c.base[n.Name] = path.Join(o.RemoteDir, n.Name)
 		c.client[n.Name] = "http://" + net.JoinHostPort(n.Address, strconv.Itoa(remoteClientPort))
-		initial = append(initial, n.Name+"=http://"+net.JoinHostPort(n.Address, strconv.Itoa(remotePeerPort)))
+		c.peer[n.Name] = "http://" + net.JoinHostPort(n.Address, strconv.Itoa(remotePeerPort))
+		initial = append(initial, n.Name+"="+c.peer[n.Name])
 	}
 	if c.net, err = control.NewNftNet(nodes, c.remotes, c.ledger); err != nil {
 		return c, err
@@ -108,7 +110,7 @@ func startRemote(ctx context.Context, o Options, dir, token string) (c *remoteCl
 		if err := c.install(ctx, n, o.Binary); err != nil {
 			return c, err
 		}
-		peer := "http://" + net.JoinHostPort(n.Address, strconv.Itoa(remotePeerPort))
+		peer := c.peer[n.Name]
 		c.args[n.Name] = []string{
 			"--name", n.Name,
 			"--data-dir", path.Join(c.base[n.Name], "data"),
@@ -248,6 +250,43 @@ func (c *remoteCluster) stop() {
 	for _, r := range c.remotes {
 		_ = r.Close()
 	}
+}
+
+// peerURL is the URL node's member advertises to its peers.
+func (c *remoteCluster) peerURL(node string) string { return c.peer[node] }
+
+// proc is node's member process on its node.
+func (c *remoteCluster) proc(_ context.Context, node string) (control.Remote, control.Proc, error) {
+	p, ok := c.procs.Proc(node)
+	if !ok {
+		return c.remotes[node], control.Proc{}, fmt.Errorf("etcd member %s never started: %w", node, control.ErrGone)
+	}
+	return c.remotes[node], p, nil
+}
+
+// stopWiped stops node's member and removes its data folder on the node.
+func (c *remoteCluster) stopWiped(ctx context.Context, node string) error {
+	if err := c.procs.Stop(ctx, node, 10*time.Second); err != nil {
+		return err
+	}
+	_, err := control.Output(ctx, c.remotes[node], "rm -rf "+control.Quote(path.Join(c.base[node], "data")))
+	return err
+}
+
+// rejoin changes node's command line to join the existing cluster and
+// starts it on a fresh data folder.
+func (c *remoteCluster) rejoin(ctx context.Context, node, initial string, _ uint64) error {
+	argv, err := rejoinArgs(c.procs.Argv(node), initial)
+	if err != nil {
+		return err
+	}
+	if err := c.procs.SetArgv(node, argv); err != nil {
+		return err
+	}
+	if _, err := control.Output(ctx, c.remotes[node], "rm -rf "+control.Quote(path.Join(c.base[node], "data"))); err != nil {
+		return err
+	}
+	return c.procs.Restart(ctx, node)
 }
 
 // confirmed adds to what a fault's start and stop say the checks made of

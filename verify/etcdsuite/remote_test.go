@@ -63,7 +63,7 @@ func runRemote(t *testing.T, o Options) (*harness.Outcome, map[string]checker.Re
 }
 
 func TestRemoteRegisterIsLinearizable(t *testing.T) {
-	out, cs, _ := runRemote(t, Options{Workload: "register", Nemesis: Nemeses, TimeLimit: 30 * time.Second, Seed: 1})
+	out, cs, _ := runRemote(t, Options{Workload: "register", Nemesis: DefaultNemeses, TimeLimit: 30 * time.Second, Seed: 1})
 	if out.Verdict != linear.True || cs["linear"].Valid != linear.True {
 		t.Fatalf("verdict %v, linear %v", out.Verdict, cs["linear"].Valid)
 	}

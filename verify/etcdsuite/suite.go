@@ -59,8 +59,13 @@ import (
 var Workloads = []string{"register", "list-append", "set"}
 
 // Nemeses are the fault kinds the test knows, in the order --nemesis lists
-// them.
-var Nemeses = []string{"partition", "pause", "kill"}
+// them: partition, pause and kill through the harness (and on remote
+// nodes, the control layer); leader and member through etcd's own APIs
+// (members.go), confirmed on loopback too.
+var Nemeses = []string{"partition", "pause", "kill", "leader", "member"}
+
+// DefaultNemeses are the kinds `ipfence test etcd` injects unless told.
+var DefaultNemeses = []string{"partition", "pause", "kill"}
 
 // Options configure a run. Zero numbers take the defaults of
 // `ipfence test etcd`.
@@ -182,6 +187,15 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("--nemesis: unknown fault %q; valid: %s", k, strings.Join(Nemeses, ","))
 		}
 	}
+	// A member's removal must leave a cluster that can add it back (etcd
+	// refuses a change that would lose the quorum); a move needs a
+	// follower.
+	if slices.Contains(o.Nemesis, "member") && o.Nodes < 3 {
+		return fmt.Errorf("--nemesis member needs at least 3 members, not %d", o.Nodes)
+	}
+	if slices.Contains(o.Nemesis, "leader") && o.Nodes < 2 {
+		return fmt.Errorf("--nemesis leader needs at least 2 members, not %d", o.Nodes)
+	}
 	bin, err := FindEtcd(o.Binary)
 	if err != nil {
 		return err
@@ -246,6 +260,8 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 			"partition": confirmed(nemesis.Partition(c.net, nodes), ledger),
 			"pause":     confirmed(nemesis.Pause(c.procs, nodes), ledger),
 			"kill":      confirmed(nemesis.Kill(c.procs, nodes), ledger),
+			"leader":    confirmed(leaderFault(c, nodes, ledger), ledger),
+			"member":    confirmed(memberFault(c, nodes, ledger), ledger),
 		}
 	} else {
 		c, err := startCluster(ctx, o.Binary, dir, o.Nodes, token)
@@ -257,16 +273,26 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 			return &harness.Outcome{Dir: dir}, err
 		}
 		nodes, dial = c.nodes, c
+		// On loopback only the etcd faults are confirmed: the partition,
+		// pause and kill act on the harness's own proxies and children.
+		l := &control.Ledger{}
 		faults = map[string]nemesis.Fault{
 			"partition": nemesis.Partition(meshNet{c.mesh, netfault.Drop}, nodes),
 			"pause":     nemesis.Pause(c, nodes),
 			"kill":      nemesis.Kill(c, nodes),
+			"leader":    confirmed(leaderFault(c, nodes, l), l),
+			"member":    confirmed(memberFault(c, nodes, l), l),
+		}
+		if slices.Contains(o.Nemesis, "leader") || slices.Contains(o.Nemesis, "member") {
+			ledger = l
 		}
 	}
 	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
 		"partition": nemesis.PartitionChoice(nodes),
 		"pause":     nemesis.NodeChoice(nodes),
 		"kill":      nemesis.NodeChoice(nodes),
+		"leader":    leaderChoice,
+		"member":    nemesis.NodeChoice(nodes),
 	}}
 	used := map[string]nemesis.Fault{}
 	for _, k := range Nemeses {

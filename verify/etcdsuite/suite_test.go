@@ -100,7 +100,7 @@ func faultsInjected(events []history.Event) map[string]int {
 // With etcd's default linearizable reads, the register workload is
 // linearizable under partitions, pauses and kills.
 func TestRegisterIsLinearizable(t *testing.T) {
-	out, cs := run(t, Options{Workload: "register", Nemesis: Nemeses, TimeLimit: 30 * time.Second, Seed: 1})
+	out, cs := run(t, Options{Workload: "register", Nemesis: DefaultNemeses, TimeLimit: 30 * time.Second, Seed: 1})
 	if out.Verdict != linear.True {
 		t.Fatalf("verdict %v", out.Verdict)
 	}
@@ -138,7 +138,7 @@ func TestRegisterIsLinearizable(t *testing.T) {
 
 // The list-append workload is strict serializable under the same faults.
 func TestListAppendIsStrictSerializable(t *testing.T) {
-	out, cs := run(t, Options{Workload: "list-append", Nemesis: Nemeses, TimeLimit: 30 * time.Second, Seed: 2})
+	out, cs := run(t, Options{Workload: "list-append", Nemesis: DefaultNemeses, TimeLimit: 30 * time.Second, Seed: 2})
 	if out.Verdict != linear.True {
 		t.Fatalf("verdict %v", out.Verdict)
 	}
@@ -312,7 +312,7 @@ func TestOptions(t *testing.T) {
 		{Options{Workload: "register", Nodes: 12}, "--nodes must be from 1 to 9, not 12"},
 		{Options{Workload: "register", TimeLimit: time.Second}, "--time-limit must be at least 10s"},
 		{Options{Workload: "register", Rate: -1}, "--rate must be from 1 to 100000"},
-		{Options{Workload: "register", Nemesis: []string{"clock"}}, `--nemesis: unknown fault "clock"; valid: partition,pause,kill`},
+		{Options{Workload: "register", Nemesis: []string{"clock"}}, `--nemesis: unknown fault "clock"; valid: partition,pause,kill,leader,member`},
 		{Options{Workload: "register", Binary: "/nonexistent/etcd"}, "--etcd-binary /nonexistent/etcd"},
 	} {
 		if err := c.o.defaults(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -326,7 +326,7 @@ func TestOptions(t *testing.T) {
 // reads a member cut off from the leader misses elements others saw, and
 // set-full reports them stale.
 func TestSet(t *testing.T) {
-	out, cs := run(t, Options{Workload: "set", Nemesis: Nemeses, TimeLimit: 20 * time.Second, Seed: 4})
+	out, cs := run(t, Options{Workload: "set", Nemesis: DefaultNemeses, TimeLimit: 20 * time.Second, Seed: 4})
 	if out.Verdict != linear.True || cs["set"].Fields["stable_count"].(int) == 0 {
 		t.Fatalf("verdict %v, set %v", out.Verdict, cs["set"].Fields["summary"])
 	}
