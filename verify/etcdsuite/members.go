@@ -379,10 +379,15 @@ func removeMember(ctx context.Context, m members, nodes []string, node string, l
 		if err != nil {
 			return err
 		}
-		var ok bool
-		if id, ok = memberOf(m, list, node); !ok {
+		now, ok := memberOf(m, list, node)
+		switch {
+		case !ok && id != 0:
+			// An earlier try whose answer was lost removed it.
+			return nil
+		case !ok:
 			return fmt.Errorf("%s is not in the member list", node)
 		}
+		id = now
 		_, err = cl.MemberRemove(ctx, id)
 		return err
 	})

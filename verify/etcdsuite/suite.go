@@ -4,8 +4,13 @@
 // client; peer (raft) traffic goes through the harness's fault-injecting
 // proxies, which every member advertises as its peer URL, so partitions
 // cut real raft traffic. Nemeses partition, pause (SIGSTOP) and kill
-// (SIGKILL, then restart on the same data) members. Clock faults do not
-// apply: an external binary outside a namespace cannot have its clock
+// (SIGKILL, then restart on the same data) members. Two nemeses go through
+// etcd's own APIs (members.go): leader moves the leadership to a follower
+// (MoveLeader) or pauses whichever member leads; member removes a member
+// (MemberRemove), stops it and wipes its data, and at the heal adds it back
+// (MemberAdd) on a fresh data folder with --initial-cluster-state
+// existing. Both are confirmed wherever the members run. Clock faults do
+// not apply: an external binary outside a namespace cannot have its clock
 // moved.
 //
 // Two workloads: register (reads, writes and compare-and-sets on
