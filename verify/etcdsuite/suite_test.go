@@ -314,6 +314,8 @@ func TestOptions(t *testing.T) {
 		{Options{Workload: "register", Rate: -1}, "--rate must be from 1 to 100000"},
 		{Options{Workload: "register", Nemesis: []string{"clock"}}, `--nemesis: unknown fault "clock"; valid: partition,pause,kill,leader,member`},
 		{Options{Workload: "register", Binary: "/nonexistent/etcd"}, "--etcd-binary /nonexistent/etcd"},
+		{Options{Workload: "register", Nodes: 2, Nemesis: []string{"member"}}, "--nemesis member needs at least 3 members, not 2"},
+		{Options{Workload: "register", Nodes: 1, Nemesis: []string{"leader"}}, "--nemesis leader needs at least 2 members, not 1"},
 	} {
 		if err := c.o.defaults(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
