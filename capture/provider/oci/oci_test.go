@@ -256,9 +256,11 @@ func req(nic string, epoch uint64) provider.Request {
 // vnic-a and stops right before its move leaves, past its readiness
 // check (as with the gate off); node 2 (epoch 3) moves the address to
 // vnic-c meanwhile. Node 1's move goes out on the ETag it read: the cloud
-// refuses it with 412, the driver fails with ErrChanged without trying
-// again, and nothing changed: the address stays on vnic-c and the record
-// has no mutation at epoch 2, so the fence checker finds no stale action.
+// refuses it with 412 (and counts it as a stale write refused), the driver
+// reads again, finds epoch 3 in the private IP's record and fails with
+// provider.ErrStale without trying again, and nothing changed: the address
+// stays on vnic-c and the record has no mutation at epoch 2, so the fence
+// checker finds no stale action.
 func TestStaleMoveRefusedByTheCloud(t *testing.T) {
 	e := newEnv(t, []string{"vnic-a", "vnic-b", "vnic-c"})
 	_, pemKey := testKey(t)
@@ -284,8 +286,11 @@ func TestStaleMoveRefusedByTheCloud(t *testing.T) {
 	}
 	close(resume)
 	err := <-done
-	if !errors.Is(err, oci.ErrChanged) {
-		t.Fatalf("the stale move: %v, want ErrChanged", err)
+	if !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "412") {
+		t.Fatalf("the stale move: %v, want ErrStale after a 412", err)
+	}
+	if n := e.sim.StaleRefused(); n != 1 {
+		t.Fatalf("the simulator counted %d stale writes refused, want 1", n)
 	}
 	if n := e.cnt.count(ocisim.OpUpdatePrivateIp); n != 2 {
 		t.Fatalf("%d UpdatePrivateIp calls, want 2: node 2's, and node 1's once (refused, not retried)", n)
@@ -548,6 +553,11 @@ func TestStorm(t *testing.T) {
 					kind = "unavailable"
 				case errors.Is(err, oci.ErrChanged):
 					kind = "changed"
+				case errors.Is(err, provider.ErrStale):
+					// The two nodes draw epochs from one counter: one
+					// that drew lower than the other's last write is
+					// refused on the record.
+					kind = "stale"
 				default:
 					t.Errorf("an acquire in the storm failed without a kind: %v", err)
 				}
@@ -689,5 +699,61 @@ func TestCancelledMidCall(t *testing.T) {
 	}
 	if n := len(e.sim.PrivateIPs()); n != 1 || len(e.sim.Mutations()) != 0 {
 		t.Fatalf("an abandoned acquire changed something: %+v", e.sim.PrivateIPs())
+	}
+}
+
+// The epoch record is the wall against a zombie whose whole call comes
+// after the newer write, which the ETag alone cannot stop (it reads the
+// new ETag): node 2 moves the address to vnic-c at epoch 3; node 1, its
+// gate off, then tries to move it to vnic-b at epoch 2 and to release it
+// from vnic-c at epoch 2. Both read epoch 3 in the private IP's freeform
+// tags and fail with provider.ErrStale without sending a write; a current
+// action (epoch 4) still moves it, and raises the record. Built with
+// ipfence_revert_cloudwall (epochtag.Enforced false) the stale move
+// executes and this test fails.
+func TestStaleActionRefusedOnTheRecord(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b", "vnic-c"})
+	_, pemKey := testKey(t)
+	node2 := e.driver(t, pemKey)
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := node2.Assign(t.Context(), req("vnic-c", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	writes := func() int {
+		return e.cnt.count(ocisim.OpUpdatePrivateIp) + e.cnt.count(ocisim.OpDeletePrivateIp) + e.cnt.count(ocisim.OpCreatePrivateIp)
+	}
+	before := writes()
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 2), true); !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "holds epoch 3") {
+		t.Fatalf("the stale move: %v, want ErrStale naming epoch 3", err)
+	}
+	if err := e.drv.Unassign(t.Context(), req("vnic-c", 2)); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("the stale release: %v, want ErrStale", err)
+	}
+	if n := writes() - before; n != 0 {
+		t.Fatalf("%d writes sent for stale actions, want none", n)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-c" {
+		t.Fatalf("after the stale actions: %+v %v, want the address on vnic-c", obs, err)
+	}
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 4), true); err != nil {
+		t.Fatalf("the current move: %v", err)
+	}
+	ms := e.sim.Mutations()
+	if len(ms) != 3 || ms[1].Epoch != 3 || ms[2].Epoch != 4 || ms[2].NIC != "vnic-b" {
+		t.Fatalf("record: %+v, want the create at 1 and the moves at 3 and 4", ms)
+	}
+	if st := provider.StaleMutations(ms); len(st) != 0 {
+		t.Fatalf("stale mutations: %+v", st)
+	}
+	var tags map[string]string
+	for _, p := range e.sim.PrivateIPs() {
+		if p.Address == ip {
+			tags = p.Freeform
+		}
+	}
+	if tags["ipfence-epochs-0"] != ip.String()+"=4" {
+		t.Fatalf("the private IP's tags: %v, want the record at epoch 4", tags)
 	}
 }
