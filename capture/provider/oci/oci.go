@@ -609,8 +609,8 @@ func (d *Driver) record(p *core.PrivateIp, req provider.Request, what string) (m
 		return nil, fmt.Errorf("oci: %s %s: the epoch record on private IP %s: %w", what, req.Address, strOf(p.Id), err)
 	}
 	if epochtag.Enforced && !d.opts.IgnoreEpochRecord && rec.Stale(req.Address, req.Epoch) {
-		return nil, fmt.Errorf("oci: %s %s on %s at epoch %d: %w (the private IP's record holds epoch %d)",
-			what, req.Address, req.NIC, req.Epoch, provider.ErrStale, rec[req.Address])
+		return nil, fmt.Errorf("oci: %s %s at epoch %d (the private IP's record holds %d) on %s: %w",
+			what, req.Address, req.Epoch, rec[req.Address], req.NIC, provider.ErrStale)
 	}
 	rec.Raise(req.Address, req.Epoch)
 	return epochtag.Merge(have, rec)

@@ -737,7 +737,7 @@ func TestStaleActionRefusedOnTheRecord(t *testing.T) {
 		return e.cnt.count(ocisim.OpUpdatePrivateIp) + e.cnt.count(ocisim.OpDeletePrivateIp) + e.cnt.count(ocisim.OpCreatePrivateIp)
 	}
 	before := writes()
-	if err := e.drv.Assign(t.Context(), req("vnic-b", 2), true); !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "holds epoch 3") {
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 2), true); !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "holds 3)") {
 		t.Fatalf("the stale move: %v, want ErrStale naming epoch 3", err)
 	}
 	if err := e.drv.Unassign(t.Context(), req("vnic-c", 2)); !errors.Is(err, provider.ErrStale) {
