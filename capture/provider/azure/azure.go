@@ -46,8 +46,8 @@
 // the newer record. An assign also reads every NIC's record for the
 // address in the list it makes anyway, so that an address released by its
 // holder at a newer epoch is not taken by an older one (that read is a
-// check, not a condition). A forwarding change is the NIC's and is not
-// judged by the record. A zombie with its gate off is thus stopped by the
+// check, not a condition). A forwarding change on the NIC holding the
+// address is judged by that NIC's record too. A zombie with its gate off is thus stopped by the
 // cloud's own record.
 //
 // A write is never retried by the SDK (a late retry could undo a newer
@@ -799,6 +799,18 @@ func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enable
 	err = d.write(ctx, []provider.Request{req}, n, false, func(n *armnetwork.Interface, _ []provider.Request) (bool, error) {
 		if forwarding(n) == enabled {
 			return false, nil
+		}
+		// On the NIC holding the address, a request older than its
+		// epoch record is a zombie's: refused, and the PUT's If-Match
+		// makes the check hold until the write.
+		if req.Address.IsValid() && config(n, req.Address) >= 0 {
+			rec, err := epochs(n)
+			if err != nil {
+				return false, err
+			}
+			if _, stale, _ := d.refuse(rec, str(n.Name), []provider.Request{req}); stale != nil {
+				return false, stale
+			}
 		}
 		n.Properties.EnableIPForwarding = to.Ptr(enabled)
 		return true, nil

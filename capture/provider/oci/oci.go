@@ -31,10 +31,10 @@
 // cloud's 412 (and reported as ErrStale when a fresh read shows the newer
 // epoch). A zombie with its gate off is thus stopped by the cloud's own
 // record. Two gaps remain, stated here because the capture test measures
-// them: a forwarding change (UpdateVnic) is the VNIC's and is not judged
-// by the record; and a private IP deleted by its holder takes its record
-// with it, so a stale create of the freed address is stopped only by the
-// gate.
+// them: a forwarding change (UpdateVnic) on the VNIC holding the address
+// is checked against the record but not conditional on it; and a private
+// IP deleted by its holder takes its record with it, so a stale create of
+// the freed address is stopped only by the gate.
 //
 // Fencing rules as in the AWS driver: a change is never retried by the
 // SDK (a delayed retry of an old acquire could take the address back from
@@ -699,10 +699,25 @@ func (d *Driver) Unassign(ctx context.Context, req provider.Request) error {
 	return fmt.Errorf("oci: unassign %s from %s: %w twice", req.Address, req.NIC, ErrChanged)
 }
 
-// SetForwarding sets the VNIC's skipSourceDestCheck (UpdateVnic). It is
-// not judged by the epoch record: the setting is the VNIC's, not one
-// address's, and the contract lets any epoch set it.
+// SetForwarding sets the VNIC's skipSourceDestCheck (UpdateVnic). When the
+// VNIC holds the request's address, a request older than the address's
+// epoch record is refused with provider.ErrStale: a zombie turning off
+// forwarding on a NIC that a newer epoch gave the address back to. That
+// is a check, not a condition (the VNIC's ETag does not cover the private
+// IP); on a VNIC that no longer holds the address the change is harmless
+// and goes ahead.
 func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enabled bool) error {
+	if epochtag.Enforced && !d.opts.IgnoreEpochRecord && req.Address.IsValid() && req.Epoch != 0 {
+		p, err := d.find(ctx, req.Address)
+		if err != nil {
+			return err
+		}
+		if p != nil && vnicOf(p) == req.NIC {
+			if _, err := d.record(p, req, "forwarding for"); err != nil {
+				return err
+			}
+		}
+	}
 	_, err := d.client.UpdateVnic(sdk(change(ctx, req, true)), core.UpdateVnicRequest{
 		VnicId:            common.String(req.NIC),
 		UpdateVnicDetails: core.UpdateVnicDetails{SkipSourceDestCheck: common.Bool(enabled)},

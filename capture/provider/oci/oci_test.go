@@ -743,6 +743,15 @@ func TestStaleActionRefusedOnTheRecord(t *testing.T) {
 	if err := e.drv.Unassign(t.Context(), req("vnic-c", 2)); !errors.Is(err, provider.ErrStale) {
 		t.Fatalf("the stale release: %v, want ErrStale", err)
 	}
+	if err := e.drv.SetForwarding(t.Context(), req("vnic-c", 2), true); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("stale forwarding on the holder: %v, want ErrStale", err)
+	}
+	if n := e.cnt.count(ocisim.OpUpdateVnic); n != 0 {
+		t.Fatalf("%d UpdateVnic calls for stale forwarding, want none", n)
+	}
+	if err := e.drv.SetForwarding(t.Context(), req("vnic-a", 2), true); err != nil {
+		t.Fatalf("forwarding on a former holder: %v", err)
+	}
 	if n := writes() - before; n != 0 {
 		t.Fatalf("%d writes sent for stale actions, want none", n)
 	}
@@ -753,11 +762,15 @@ func TestStaleActionRefusedOnTheRecord(t *testing.T) {
 		t.Fatalf("the current move: %v", err)
 	}
 	ms := e.sim.Mutations()
-	if len(ms) != 3 || ms[1].Epoch != 3 || ms[2].Epoch != 4 || ms[2].NIC != "vnic-b" {
-		t.Fatalf("record: %+v, want the create at 1 and the moves at 3 and 4", ms)
+	// The create at 1, the moves at 3 and 4, and between them the
+	// forwarding on the former holder, stale but harmless.
+	if len(ms) != 4 || ms[1].Epoch != 3 || ms[2].Call != capture.EnableForwarding || ms[2].NIC != "vnic-a" || ms[3].Epoch != 4 || ms[3].NIC != "vnic-b" {
+		t.Fatalf("record: %+v, want the create at 1, the move at 3, forwarding on vnic-a, the move at 4", ms)
 	}
-	if st := provider.StaleMutations(ms); len(st) != 0 {
-		t.Fatalf("stale mutations: %+v", st)
+	for _, st := range provider.StaleMutations(ms) {
+		if st.Effective {
+			t.Fatalf("a stale mutation took effect: %+v", st)
+		}
 	}
 	var tags map[string]string
 	for _, p := range e.sim.PrivateIPs() {
