@@ -2,6 +2,7 @@ package suite
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/internal/testenv"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
@@ -33,7 +36,11 @@ func TestCaptureOCIDefaultIsValid(t *testing.T) { cloudIsValid(t, "oci") }
 // run is invalid.
 func TestCaptureAzureCatchesDisabledFence(t *testing.T) { cloudWallHolds(t, "azure") }
 
-// The planted bug on OCI: as on Azure, the cloud refuses the zombies.
+// The planted bug on OCI: as on Azure, the cloud refuses the zombies, but
+// for one gap: a stale create of an address whose holder deleted its
+// private IP (and with it the epoch record) executes. The run is valid,
+// or invalid through such creates alone; in 60 s runs with every nemesis,
+// seed 1 had one.
 func TestCaptureOCICatchesDisabledFence(t *testing.T) { cloudWallHolds(t, "oci") }
 
 // readRecord reads a run's mutations.json.
@@ -167,6 +174,15 @@ func cloudWallHolds(t *testing.T, cloud string) {
 	cs, out := runUnfenced(t, testenv.Binary(t), cloud, 1)
 	f := cs["fence"].Fields
 	n, _ := f["stale_actions_refused_by_cloud"].(int)
+	if cloud == "oci" && out.Verdict == linear.False && n >= 1 {
+		// OCI's one gap (see the oci package): a private IP deleted by
+		// its holder takes its epoch record with it, so a stale create
+		// of the freed address executes. Anything else is a failure.
+		if gap := staleCreates(t, out); gap >= 1 && gap == f["stale_actions_executed"] {
+			t.Logf("oci, gate off: %d stale creates of freed addresses executed (the record went with the deleted private IP); %d stale actions refused by the cloud", gap, n)
+			return
+		}
+	}
 	if out.Verdict != linear.True || f["stale_actions_executed"] != 0 || n < 1 {
 		logResults(t, out)
 		t.Fatalf("%s, gate off: %v, %v stale actions executed, %v refused by the cloud (%v)", cloud, out.Verdict,
@@ -256,4 +272,38 @@ func TestCallsPerMove(t *testing.T) {
 	if res := callsPerMove(col).Check(t.Context(), run(t, nil)); res.Valid != linear.True || len(res.Fields) != 1 || res.Fields["counted"] != false {
 		t.Fatalf("uncounted: %+v", res)
 	}
+}
+
+// staleCreates counts the stale actions in a run's record that placed an
+// address no NIC held (an assign onto no holder), returning -1 when any
+// other stale action took effect.
+func staleCreates(t *testing.T, out *harness.Outcome) int {
+	t.Helper()
+	ms := toMutations(readRecord(t, out))
+	holder := map[netip.Addr]string{}
+	stale := map[int]bool{}
+	for _, st := range provider.StaleMutations(ms) {
+		if st.Effective {
+			stale[st.Index] = true
+		}
+	}
+	n := 0
+	for i, m := range ms {
+		if stale[i] {
+			if m.Call != capture.Assign || holder[m.Address] != "" {
+				t.Logf("a stale action other than a create of a freed address: %+v (holder %q)", m, holder[m.Address])
+				return -1
+			}
+			n++
+		}
+		switch m.Call {
+		case capture.Assign:
+			holder[m.Address] = m.NIC
+		case capture.Unassign:
+			if holder[m.Address] == m.NIC {
+				delete(holder, m.Address)
+			}
+		}
+	}
+	return n
 }
