@@ -36,6 +36,11 @@ var (
 	// ErrUnavailable: the provider could not be reached or failed
 	// internally; the call may or may not have taken effect.
 	ErrUnavailable = errors.New("provider unavailable")
+	// ErrStale: the cloud's own record shows that an action at a newer
+	// epoch than the call's acted on the address (the driver read it with
+	// the object's ETag, or the cloud refused the conditional write), so
+	// the call changed nothing. Retrying cannot help: the action is stale.
+	ErrStale = errors.New("refused by the cloud: a newer epoch acted on the address")
 )
 
 // Request identifies a mutation and the fencing token it was issued under.

@@ -39,6 +39,8 @@ type collected struct {
 	calls        map[string]uint64
 	callsCounted bool
 	callsErr     error
+	// wall is what the cloud refused (Azure, OCI; see cloudwall.go).
+	wall wallCounts
 }
 
 // mutationTime is a record entry's time on the history's clock.
@@ -167,12 +169,23 @@ func fence(col *collected) checker.Checker {
 			valid = linear.False
 		}
 		findings := append(slices.Clone(effective), unbounded...)
-		return checker.Result{Valid: valid, Fields: map[string]any{
+		fields := map[string]any{}
+		if col.wall.on {
+			fields["stale_actions_refused_by_cloud"] = col.wall.refused
+			fields["refused_examples"] = first(col.wall.examples, 10)
+			fields["stale_writes_refused_412"] = col.wall.writes412
+			if col.wall.err != nil {
+				fields["refused_error"] = col.wall.err.Error()
+			}
+		}
+		res := checker.Result{Valid: valid, Fields: map[string]any{
 			"stale_actions_executed": len(effective), "examples": first(effective, 10),
 			"epochs_above_bound": len(unbounded),
 			"findings":           first(findings, 10), "findings_total": len(findings),
 			"stale_forwarding_on_former_holders": len(harmless), "former_holder_examples": first(harmless, 10),
 			"mutations": len(col.mutations)}}
+		maps.Copy(res.Fields, fields)
+		return res
 	})
 }
 

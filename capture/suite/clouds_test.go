@@ -2,12 +2,17 @@ package suite
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/internal/testenv"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
@@ -23,12 +28,20 @@ func TestCaptureAzureDefaultIsValid(t *testing.T) { cloudIsValid(t, "azure") }
 // key, on the OCI dialect, which verifies every signature.
 func TestCaptureOCIDefaultIsValid(t *testing.T) { cloudIsValid(t, "oci") }
 
-// The planted bug on Azure: with the gate a no-op, the same run must be
-// invalid, through the fence and the capture-owner model both.
-func TestCaptureAzureCatchesDisabledFence(t *testing.T) { cloudCatchesBug(t, "azure") }
+// The planted bug on Azure: with the gate a no-op, the cloud is the wall.
+// The drivers keep each address's epoch record in the cloud's tags and
+// refuse what it shows stale, so the zombies' actions are refused by the
+// cloud and the run is valid; built with the wall reverted (tag
+// ipfence_revert_cloudwall, TestCaptureCatchesCloudWallReverted) the same
+// run is invalid.
+func TestCaptureAzureCatchesDisabledFence(t *testing.T) { cloudWallHolds(t, "azure") }
 
-// The planted bug on OCI.
-func TestCaptureOCICatchesDisabledFence(t *testing.T) { cloudCatchesBug(t, "oci") }
+// The planted bug on OCI: as on Azure, the cloud refuses the zombies, but
+// for one gap: a stale create of an address whose holder deleted its
+// private IP (and with it the epoch record) executes. The run is valid,
+// or invalid through such creates alone; in 60 s runs with every nemesis,
+// seed 1 had one.
+func TestCaptureOCICatchesDisabledFence(t *testing.T) { cloudWallHolds(t, "oci") }
 
 // readRecord reads a run's mutations.json.
 func readRecord(t *testing.T, out *harness.Outcome) []mutationRecord {
@@ -133,32 +146,54 @@ func cloudIsValid(t *testing.T, cloud string) {
 	}
 }
 
-func cloudCatchesBug(t *testing.T, cloud string) {
-	cs, out := runDefaultOn(t, cloud, true)
-	checkCaught(t, cs)
-	for _, f := range cs["fence"].Fields["findings"].([]string) {
-		if !strings.Contains(f, nicOf(cloud, "")) {
-			t.Errorf("finding %q names no NIC of %s", f, cloud)
-		}
+// The wall's runs: partitions alone, wallLimit long, make zombies (a
+// node cut off keeps acting on its old epochs, and with its gate off its
+// actions reach the cloud): in 20 s runs of seed 1 the wall-reverted binary
+// executed 8 stale actions on Azure and 4 on OCI.
+const wallLimit = 15 * time.Second
+
+// runUnfenced runs the capture test on cloud with the gate off.
+func runUnfenced(t *testing.T, bin, cloud string, seed uint64) (map[string]checker.Result, *harness.Outcome) {
+	t.Helper()
+	out, err := Run(t.Context(), Options{Binary: bin, Provider: cloud, UnsafeDisableFence: true, Nemesis: []string{"partition"},
+		Seed: seed, Store: t.TempDir(), TimeLimit: wallLimit})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(readRecord(t, out)) == 0 {
-		t.Error("an empty record")
-	}
+	return out.Results.Fields["checkers"].(map[string]checker.Result), out
 }
 
-// checkCaught asserts the planted bug's verdict: stale actions executed,
-// and the capture-owner model refusing the history.
-func checkCaught(t *testing.T, cs map[string]checker.Result) {
-	t.Helper()
-	if cs["fence"].Valid != linear.False {
-		t.Errorf("fence: %v %v", cs["fence"].Valid, cs["fence"].Fields)
+// cloudWallHolds runs cloud with the gate off: the zombies' actions are
+// refused by the cloud (at least one, named in the nodes' lines), none
+// executed, and the run is valid.
+func cloudWallHolds(t *testing.T, cloud string) {
+	if testing.Short() {
+		t.Skip("runs the capture test")
 	}
-	if n, _ := cs["fence"].Fields["stale_actions_executed"].(int); n < 1 {
-		t.Errorf("stale actions executed: %v", cs["fence"].Fields["stale_actions_executed"])
+	t.Parallel()
+	cs, out := runUnfenced(t, testenv.Binary(t), cloud, 1)
+	f := cs["fence"].Fields
+	n, _ := f["stale_actions_refused_by_cloud"].(int)
+	if cloud == "oci" && out.Verdict == linear.False && n >= 1 {
+		// OCI's one gap (see the oci package): a private IP deleted by
+		// its holder takes its epoch record with it, so a stale create
+		// of the freed address executes. Anything else is a failure.
+		if gap := staleCreates(t, out); gap >= 1 && gap == f["stale_actions_executed"] {
+			t.Logf("oci, gate off: %d stale creates of freed addresses executed (the record went with the deleted private IP); %d stale actions refused by the cloud", gap, n)
+			return
+		}
 	}
-	if cs["linear"].Valid != linear.False {
-		t.Errorf("capture-owner linearizability: %v %v", cs["linear"].Valid, cs["linear"].Fields)
+	if out.Verdict != linear.True || f["stale_actions_executed"] != 0 || n < 1 {
+		logResults(t, out)
+		t.Fatalf("%s, gate off: %v, %v stale actions executed, %v refused by the cloud (%v)", cloud, out.Verdict,
+			f["stale_actions_executed"], f["stale_actions_refused_by_cloud"], f["refused_error"])
 	}
+	for _, ex := range f["refused_examples"].([]string) {
+		if !strings.Contains(ex, nicOf(cloud, "")) {
+			t.Errorf("refusal %q names no NIC of %s", ex, cloud)
+		}
+	}
+	t.Logf("%s, gate off: %d stale actions refused by the cloud (%v writes refused with 412), e.g. %v", cloud, n, f["stale_writes_refused_412"], f["refused_examples"])
 }
 
 // On ARM a read shows a PUT's NIC from the moment ARM accepted it, while
@@ -237,4 +272,38 @@ func TestCallsPerMove(t *testing.T) {
 	if res := callsPerMove(col).Check(t.Context(), run(t, nil)); res.Valid != linear.True || len(res.Fields) != 1 || res.Fields["counted"] != false {
 		t.Fatalf("uncounted: %+v", res)
 	}
+}
+
+// staleCreates counts the stale actions in a run's record that placed an
+// address no NIC held (an assign onto no holder), returning -1 when any
+// other stale action took effect.
+func staleCreates(t *testing.T, out *harness.Outcome) int {
+	t.Helper()
+	ms := toMutations(readRecord(t, out))
+	holder := map[netip.Addr]string{}
+	stale := map[int]bool{}
+	for _, st := range provider.StaleMutations(ms) {
+		if st.Effective {
+			stale[st.Index] = true
+		}
+	}
+	n := 0
+	for i, m := range ms {
+		if stale[i] {
+			if m.Call != capture.Assign || holder[m.Address] != "" {
+				t.Logf("a stale action other than a create of a freed address: %+v (holder %q)", m, holder[m.Address])
+				return -1
+			}
+			n++
+		}
+		switch m.Call {
+		case capture.Assign:
+			holder[m.Address] = m.NIC
+		case capture.Unassign:
+			if holder[m.Address] == m.NIC {
+				delete(holder, m.Address)
+			}
+		}
+	}
+	return n
 }

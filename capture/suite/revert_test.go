@@ -210,3 +210,31 @@ func TestCaptureCatchesOverflowReverted(t *testing.T) {
 		}
 	})
 }
+
+// With the cloud's wall reverted (tag ipfence_revert_cloudwall: the
+// drivers keep the epoch record but refuse nothing by it) and the gate
+// off, the zombies' actions execute on Azure and OCI as on AWS: the run is
+// invalid through the fence, which names the stale actions, and nothing
+// was refused. With the wall, the same runs are valid
+// (TestCaptureAzureCatchesDisabledFence, TestCaptureOCICatchesDisabledFence).
+func TestCaptureCatchesCloudWallReverted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the capture test")
+	}
+	t.Parallel()
+	bin := revertedBinary(t, "ipfence_revert_cloudwall")
+	for _, cloud := range []string{"azure", "oci"} {
+		t.Run(cloud, func(t *testing.T) {
+			t.Parallel()
+			cs, out := runUnfenced(t, bin, cloud, 1)
+			if out.Verdict != linear.False {
+				logResults(t, out)
+				t.Fatalf("reverted wall, %s, gate off: %v", cloud, out.Verdict)
+			}
+			checkStale(t, cs)
+			if n := cs["fence"].Fields["stale_actions_refused_by_cloud"]; n != 0 {
+				t.Fatalf("reverted wall, %s: %v stale actions refused by the cloud, want 0", cloud, n)
+			}
+		})
+	}
+}

@@ -507,6 +507,7 @@ func collect(ctx context.Context, c *cluster, col *collected, dir string) error 
 		return err
 	}
 	col.calls, col.callsCounted, col.callsErr = c.nodeCalls(ctx)
+	col.wall = c.countWall(ctx)
 	if !col.converged && lastErr != nil {
 		col.err = lastErr
 	}

@@ -206,7 +206,12 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 		return
 	}
 	fmt.Fprintf(w, "  single holder   %-7s dual-holder time %v ms\n", valid("single-holder"), get("single-holder", "dual_holder_ms"))
-	fmt.Fprintf(w, "  fence           %-7s stale actions executed %v\n", valid("fence"), get("fence", "stale_actions_executed"))
+	if n, ok := get("fence", "stale_actions_refused_by_cloud").(int); ok {
+		fmt.Fprintf(w, "  fence           %-7s stale actions executed %v, refused by the cloud %d (%v stale writes refused with 412)\n",
+			valid("fence"), get("fence", "stale_actions_executed"), n, get("fence", "stale_writes_refused_412"))
+	} else {
+		fmt.Fprintf(w, "  fence           %-7s stale actions executed %v, refused by the cloud 0 (no conditional write)\n", valid("fence"), get("fence", "stale_actions_executed"))
+	}
 	conv, _ := get("convergence", "convergence_s").(float64)
 	fmt.Fprintf(w, "  convergence     %-7s last move %.1f s after the final heal\n", valid("convergence"), conv)
 	if n, _ := get("failover", "failovers").(int); n > 0 {

@@ -435,7 +435,7 @@ func TestSummaryExplainsFailure(t *testing.T) {
 	want := `
 2785 ops in 60.0s
   single holder   true    dual-holder time 0 ms
-  fence           false   stale actions executed 8
+  fence           false   stale actions executed 8, refused by the cloud 0 (no conditional write)
   convergence     true    last move 0.0 s after the final heal
   failover        true    no failover observed
   availability    false   no holder 9281 ms in 1 period, 3900 ms outside fault windows

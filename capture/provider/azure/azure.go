@@ -33,7 +33,22 @@
 // fails with ErrConflict and sends nothing more, leaving the decision to
 // the next pass. The etag is read inside the call, not when the pass
 // planned it: a node whose whole call starts after another's write reads
-// the new etag, and only the gate stops it.
+// the new etag, and the etag alone cannot stop it.
+//
+// What stops that one is the epoch record (capture/provider/epochtag): a
+// NIC's tags ipfence-epochs-N hold, for every address a write of ipfence
+// placed or removed on it, the highest capture epoch that did so, and
+// every PUT of an address's placement raises it in the same conditional
+// write. Before a write the driver reads the record with the etag; an
+// action at an older epoch than the record's is refused with
+// provider.ErrStale and sends nothing (the others of a batch go on), and
+// one that read before the newer write meets the 412 and, reading again,
+// the newer record. An assign also reads every NIC's record for the
+// address in the list it makes anyway, so that an address released by its
+// holder at a newer epoch is not taken by an older one (that read is a
+// check, not a condition). A forwarding change on the NIC holding the
+// address is judged by that NIC's record too. A zombie with its gate off is thus stopped by the
+// cloud's own record.
 //
 // A write is never retried by the SDK (a late retry could undo a newer
 // holder's change); reads are, with azcore's backoff that honours
@@ -67,6 +82,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/epochtag"
 )
 
 // Header names carrying the fencing token to the simulator, and the
@@ -120,6 +136,12 @@ type Options struct {
 	// means azcore's (800 ms, 60 s).
 	RetryDelay    time.Duration
 	MaxRetryDelay time.Duration
+	// IgnoreEpochRecord turns off the refusals by the epoch record (the
+	// record is still kept): for callers whose epochs are not one line
+	// per address, such as the provider contract suite, whose concurrent
+	// callers draw epochs from one counter and then race, and expect every
+	// seize to succeed or to meet a conflict.
+	IgnoreEpochRecord bool
 	// WriteAttempts bounds the writes of one step: a 412 whose conflict
 	// did not touch the address, or a seize finding the address taken
 	// again; 0 means 5.
@@ -327,11 +349,15 @@ func (d *Driver) put(ctx context.Context, reqs []provider.Request, n *armnetwork
 }
 
 // write makes one conditional change to the named NIC: edit decides it
-// from the NIC as read (false: nothing to do), and same says whether a
-// fresh read still shows what the first one said about the call's
-// addresses or setting. A 412 is tried again only while same holds.
-func (d *Driver) write(ctx context.Context, reqs []provider.Request, n armnetwork.Interface,
-	edit func(n *armnetwork.Interface) (bool, error), same func(first, now *armnetwork.Interface) bool) error {
+// from the NIC as read and the requests it is given (false: nothing to
+// do), and same says whether a fresh read still shows what the first one
+// said about the call's addresses or setting. A 412 is tried again only
+// while same holds. When judge is set, requests the NIC's epoch record
+// shows stale are left out (and reported with provider.ErrStale once the
+// rest are written) and the write raises the record to the others'
+// epochs.
+func (d *Driver) write(ctx context.Context, reqs []provider.Request, n armnetwork.Interface, judge bool,
+	edit func(n *armnetwork.Interface, reqs []provider.Request) (bool, error), same func(first, now *armnetwork.Interface) bool) error {
 	first := n
 	for attempt := 1; ; attempt++ {
 		cp := n
@@ -340,19 +366,39 @@ func (d *Driver) write(ctx context.Context, reqs []provider.Request, n armnetwor
 			props.IPConfigurations = append([]*armnetwork.InterfaceIPConfiguration(nil), n.Properties.IPConfigurations...)
 			cp.Properties = &props
 		}
-		change, err := edit(&cp)
-		if err != nil || !change {
-			return err
+		todo, refused := reqs, error(nil)
+		if judge {
+			var err error
+			if todo, refused, err = d.judged(&n, reqs); err != nil {
+				return err
+			}
+			if len(todo) == 0 {
+				return refused
+			}
 		}
-		err = d.put(ctx, reqs, &cp)
+		change, err := edit(&cp, todo)
+		if err != nil || !change {
+			return errors.Join(err, refused)
+		}
+		if judge {
+			if err := raise(&cp, todo); err != nil {
+				return err
+			}
+		}
+		err = d.put(ctx, todo, &cp)
 		if !isCode(err, http.StatusPreconditionFailed, "") {
-			return err
+			return errors.Join(err, refused)
 		}
 		now, gerr := d.get(ctx, str(n.Name))
 		if gerr != nil {
 			return fmt.Errorf("%w; then reading it again: %w", err, gerr)
 		}
 		if !same(&first, &now) {
+			if judge {
+				if _, stale, jerr := d.judged(&now, todo); jerr == nil && stale != nil {
+					return fmt.Errorf("%w (refused with 412: %w)", stale, err)
+				}
+			}
 			return fmt.Errorf("azure: %w: %s: %w", ErrConflict, str(n.Name), err)
 		}
 		if attempt >= d.opts.WriteAttempts {
@@ -363,6 +409,82 @@ func (d *Driver) write(ctx context.Context, reqs []provider.Request, n armnetwor
 		}
 		n = now
 	}
+}
+
+// epochs reads the epoch record in a NIC's tags.
+func epochs(n *armnetwork.Interface) (epochtag.Record, error) {
+	tags := make(map[string]string, len(n.Tags))
+	for k, v := range n.Tags {
+		if v != nil {
+			tags[k] = *v
+		}
+	}
+	rec, err := epochtag.Decode(tags)
+	if err != nil {
+		return nil, fmt.Errorf("azure: the epoch record of NIC %s: %w", str(n.Name), err)
+	}
+	return rec, nil
+}
+
+// judged splits reqs by n's epoch record: the requests to carry out, and
+// an error wrapping provider.ErrStale naming those it refuses (nil when
+// none). A record it cannot read fails the call.
+func (d *Driver) judged(n *armnetwork.Interface, reqs []provider.Request) ([]provider.Request, error, error) {
+	rec, err := epochs(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.refuse(rec, str(n.Name), reqs)
+}
+
+// walled says whether the driver refuses what the epoch record shows
+// stale.
+func (d *Driver) walled() bool { return epochtag.Enforced && !d.opts.IgnoreEpochRecord }
+
+// refuse leaves out the requests rec shows stale; see judged.
+func (d *Driver) refuse(rec epochtag.Record, where string, reqs []provider.Request) ([]provider.Request, error, error) {
+	if !d.walled() {
+		return reqs, nil, nil
+	}
+	var todo []provider.Request
+	var stale []string
+	for _, r := range reqs {
+		if rec.Stale(r.Address, r.Epoch) {
+			stale = append(stale, fmt.Sprintf("%s at epoch %d (the record holds %d)", r.Address, r.Epoch, rec[r.Address]))
+			continue
+		}
+		todo = append(todo, r)
+	}
+	if stale == nil {
+		return todo, nil, nil
+	}
+	return todo, fmt.Errorf("azure: %s on %s: %w", strings.Join(stale, ", "), where, provider.ErrStale), nil
+}
+
+// raise writes the requests' epochs into n's record (the PUT carries it).
+func raise(n *armnetwork.Interface, reqs []provider.Request) error {
+	rec, err := epochs(n)
+	if err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		rec.Raise(r.Address, r.Epoch)
+	}
+	tags := make(map[string]string, len(n.Tags))
+	for k, v := range n.Tags {
+		if v != nil {
+			tags[k] = *v
+		}
+	}
+	merged, err := epochtag.Merge(tags, rec)
+	if err != nil {
+		return fmt.Errorf("azure: the epoch record of NIC %s: %w", str(n.Name), err)
+	}
+	n.Tags = make(map[string]*string, len(merged))
+	for k, v := range merged {
+		n.Tags[k] = to.Ptr(v)
+	}
+	return nil
 }
 
 // samePlacement says whether two reads of a NIC agree on which of the
@@ -381,7 +503,7 @@ func samePlacement(reqs []provider.Request) func(first, now *armnetwork.Interfac
 // remove takes the requests' addresses off n in one conditional write;
 // addresses n does not hold are left alone.
 func (d *Driver) remove(ctx context.Context, reqs []provider.Request, n armnetwork.Interface) error {
-	return d.write(ctx, reqs, n, func(n *armnetwork.Interface) (bool, error) {
+	return d.write(ctx, reqs, n, true, func(n *armnetwork.Interface, reqs []provider.Request) (bool, error) {
 		change := false
 		for _, r := range reqs {
 			i := config(n, r.Address)
@@ -402,7 +524,7 @@ func (d *Driver) remove(ctx context.Context, reqs []provider.Request, n armnetwo
 // add puts the requests' addresses on n in one conditional write, each in
 // an ipConfiguration of its own in the subnet of n's primary.
 func (d *Driver) add(ctx context.Context, reqs []provider.Request, n armnetwork.Interface) error {
-	return d.write(ctx, reqs, n, func(n *armnetwork.Interface) (bool, error) {
+	return d.write(ctx, reqs, n, true, func(n *armnetwork.Interface, reqs []provider.Request) (bool, error) {
 		var subnet *armnetwork.Subnet
 		for _, c := range n.Properties.IPConfigurations {
 			if c != nil && isPrimary(c) && c.Properties != nil {
@@ -504,9 +626,22 @@ func (d *Driver) assign(ctx context.Context, name string, reqs []provider.Reques
 			}
 			target = &t
 		}
+		// The address's epoch record over every NIC: one that released
+		// it keeps its record, so that an older action cannot take the
+		// address back from the released state either.
+		rec := epochtag.Record{}
+		for _, n := range nics {
+			nr, err := epochs(n)
+			if err != nil {
+				return err
+			}
+			for a, e := range nr {
+				rec.Raise(a, e)
+			}
+		}
 		holders := map[string]*armnetwork.Interface{}
 		leaving := map[string][]provider.Request{}
-		var todo []provider.Request
+		var todo, stale []provider.Request
 		for _, r := range reqs {
 			var holder *armnetwork.Interface
 			for _, n := range nics {
@@ -521,22 +656,30 @@ func (d *Driver) assign(ctx context.Context, name string, reqs []provider.Reques
 			if holder != nil && str(holder.Name) == name {
 				continue
 			}
+			if holder != nil {
+				hn := str(holder.Name)
+				if !reassign {
+					return fmt.Errorf("azure: assign %s to %s: %w (%s)", r.Address, name, provider.ErrAssignedElsewhere, hn)
+				}
+				if isPrimary(holder.Properties.IPConfigurations[config(holder, r.Address)]) {
+					return fmt.Errorf("azure: assign %s to %s: %w: it is the primary address of %s", r.Address, name, provider.ErrAssignedElsewhere, hn)
+				}
+			}
+			if d.walled() && rec.Stale(r.Address, r.Epoch) {
+				stale = append(stale, r)
+				continue
+			}
 			todo = append(todo, r)
 			if holder == nil {
 				continue
 			}
 			hn := str(holder.Name)
-			if !reassign {
-				return fmt.Errorf("azure: assign %s to %s: %w (%s)", r.Address, name, provider.ErrAssignedElsewhere, hn)
-			}
-			if isPrimary(holder.Properties.IPConfigurations[config(holder, r.Address)]) {
-				return fmt.Errorf("azure: assign %s to %s: %w: it is the primary address of %s", r.Address, name, provider.ErrAssignedElsewhere, hn)
-			}
 			holders[hn] = holder
 			leaving[hn] = append(leaving[hn], r)
 		}
+		_, refused, _ := d.refuse(rec, "the resource group's NICs", stale)
 		if len(todo) == 0 {
-			return nil
+			return refused
 		}
 		for _, hn := range slices.Sorted(maps.Keys(leaving)) {
 			if err := d.remove(ctx, leaving[hn], *holders[hn]); err != nil {
@@ -545,7 +688,7 @@ func (d *Driver) assign(ctx context.Context, name string, reqs []provider.Reques
 		}
 		err = d.add(ctx, todo, *target)
 		if err == nil {
-			return nil
+			return refused
 		}
 		if !isCode(err, http.StatusBadRequest, "PrivateIPAddressInUse") {
 			return fmt.Errorf("azure: assign %s to %s: %w", what, name, err)
@@ -653,9 +796,21 @@ func (d *Driver) SetForwarding(ctx context.Context, req provider.Request, enable
 	if err != nil {
 		return err
 	}
-	err = d.write(ctx, []provider.Request{req}, n, func(n *armnetwork.Interface) (bool, error) {
+	err = d.write(ctx, []provider.Request{req}, n, false, func(n *armnetwork.Interface, _ []provider.Request) (bool, error) {
 		if forwarding(n) == enabled {
 			return false, nil
+		}
+		// On the NIC holding the address, a request older than its
+		// epoch record is a zombie's: refused, and the PUT's If-Match
+		// makes the check hold until the write.
+		if req.Address.IsValid() && config(n, req.Address) >= 0 {
+			rec, err := epochs(n)
+			if err != nil {
+				return false, err
+			}
+			if _, stale, _ := d.refuse(rec, str(n.Name), []provider.Request{req}); stale != nil {
+				return false, stale
+			}
 		}
 		n.Properties.EnableIPForwarding = to.Ptr(enabled)
 		return true, nil

@@ -87,18 +87,27 @@ func newEnv(t *testing.T, nics []string) *env {
 }
 
 // driver builds another driver on the same simulator: another node.
-func (e *env) driver(t *testing.T) *azure.Driver {
+func (e *env) driver(t *testing.T, opts ...func(*azure.Options)) *azure.Driver {
 	t.Helper()
-	drv, err := azure.New(azure.Options{
+	o := azure.Options{
 		SubscriptionID: e.sim.SubscriptionID(), ResourceGroup: e.sim.ResourceGroup(),
 		Credential: e.cred, Endpoint: e.srv.URL, Transport: e.srv.Client(),
 		PollFrequency: 5 * time.Millisecond, ReadRetries: 3, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 20 * time.Millisecond,
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	drv, err := azure.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return drv
 }
+
+// ignoreEpochs builds a driver for the contract suite, whose concurrent
+// callers draw epochs from one counter and then race (see
+// azure.Options.IgnoreEpochRecord).
+func ignoreEpochs(o *azure.Options) { o.IgnoreEpochRecord = true }
 
 // recorded makes the driver a provider.Recorder through the simulator's
 // record, so that the suite checks the fencing token travels.
@@ -185,9 +194,10 @@ func TestMoveIsTwoWrites(t *testing.T) {
 // move of one address. The stale one reads the NICs, and its readiness
 // check (which passes: its fence is off) holds it right before its first
 // send while the fresh one moves the address elsewhere. When the stale
-// one sends its PUT, conditional on the etag it read, ARM answers 412:
-// its call fails with ErrConflict, it sends nothing more, and the record
-// has nothing of its epoch.
+// one sends its PUT, conditional on the etag it read, ARM answers 412 (and
+// counts a stale write refused); reading again, the driver finds epoch 3
+// in nic-a's epoch record and fails with provider.ErrStale, it sends
+// nothing more, and the record has nothing of its epoch.
 func TestStaleWriterGets412(t *testing.T) {
 	e := newEnv(t, []string{"nic-a", "nic-b", "nic-c"})
 	ctx := t.Context()
@@ -210,8 +220,11 @@ func TestStaleWriterGets412(t *testing.T) {
 	}
 	close(release)
 	err := <-done
-	if !errors.Is(err, azure.ErrConflict) {
-		t.Fatalf("the stale move: %v, want ErrConflict", err)
+	if !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("the stale move: %v, want ErrStale", err)
+	}
+	if n := e.sim.StaleRefused(); n != 1 {
+		t.Fatalf("the simulator counted %d stale PUTs refused, want 1", n)
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != http.StatusPreconditionFailed {
@@ -524,6 +537,10 @@ func TestStorm(t *testing.T) {
 					kind = "unavailable"
 				case errors.Is(err, azure.ErrConflict):
 					kind = "conflict"
+				case errors.Is(err, provider.ErrStale):
+					// The nodes draw epochs from one counter: one that
+					// drew lower than the other's last write is refused.
+					kind = "stale"
 				default:
 					t.Errorf("move to %s: %v", nic, err)
 					kind = "other"
@@ -580,4 +597,82 @@ func TestThrottledPollIsUnavailable(t *testing.T) {
 	}
 	e.sim.Reset()
 	expect(t, e.drv, "nic-a", false)
+}
+
+// The epoch record stops a zombie whose whole call comes after the newer
+// write, which the etag alone cannot (it reads the new etag): a node moves
+// the address to nic-c at epoch 3; another, its gate off, then tries at
+// epoch 2 to move it to nic-b, to release it from nic-c, and (after nic-c
+// released it at epoch 4) to take it from no NIC. Each finds a newer epoch
+// in the NICs' tags (ipfence-epochs-0) and fails with provider.ErrStale
+// without a PUT; in a batch, the current request of the two goes ahead.
+// Built with ipfence_revert_cloudwall (epochtag.Enforced false) the stale
+// move executes and this test fails.
+func TestStaleActionRefusedOnTheRecord(t *testing.T) {
+	e := newEnv(t, []string{"nic-a", "nic-b", "nic-c"})
+	ctx := t.Context()
+	zombie := e.driver(t)
+	if err := e.drv.Assign(ctx, req("nic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.drv.Assign(ctx, req("nic-c", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	puts := e.cnt.count("PUT nic")
+	if err := zombie.Assign(ctx, req("nic-b", 2), true); !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "the record holds 3") {
+		t.Fatalf("the stale move: %v, want ErrStale naming epoch 3", err)
+	}
+	if err := zombie.Unassign(ctx, req("nic-c", 2)); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("the stale release: %v, want ErrStale", err)
+	}
+	if err := zombie.SetForwarding(ctx, req("nic-c", 2), true); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("stale forwarding on the holder: %v, want ErrStale", err)
+	}
+	if n := e.cnt.count("PUT nic") - puts; n != 0 {
+		t.Fatalf("%d PUTs for stale actions, want none", n)
+	}
+	expect(t, e.drv, "nic-c", false)
+	// On a NIC that does not hold the address, forwarding is the NIC's
+	// own business and goes ahead.
+	if err := zombie.SetForwarding(ctx, req("nic-a", 2), true); err != nil {
+		t.Fatalf("forwarding on a former holder: %v", err)
+	}
+	if err := e.drv.Unassign(ctx, req("nic-c", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.Assign(ctx, req("nic-b", 2), true); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("the stale take of a released address: %v, want ErrStale", err)
+	}
+	expect(t, e.drv, "", false)
+	// A batch of a stale request and a current one: the current one is
+	// placed, the call reports the stale one.
+	other := netip.MustParseAddr("10.0.0.51")
+	err := zombie.AssignMany(ctx, "nic-b", []provider.Request{req("nic-b", 2), {NIC: "nic-b", Address: other, Epoch: 9}}, true)
+	if !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("the batch: %v, want ErrStale for its stale request", err)
+	}
+	obs, derr := e.drv.DescribeMany(ctx, []netip.Addr{ip, other})
+	if derr != nil || obs[ip].NIC != "" || obs[other].NIC != "nic-b" {
+		t.Fatalf("after the batch: %+v %v, want %s on no NIC and %s on nic-b", obs, derr, ip, other)
+	}
+	ms := e.sim.Mutations()
+	for _, st := range provider.StaleMutations(ms) {
+		if st.Effective {
+			t.Fatalf("a stale mutation took effect: %+v", st)
+		}
+	}
+	for _, m := range ms {
+		if m.Epoch == 2 && (m.Call != capture.EnableForwarding || m.NIC != "nic-a") {
+			t.Fatalf("the zombie changed something beyond the former holder's forwarding: %+v", m)
+		}
+	}
+	var tags map[string]string
+	for _, n := range e.sim.State() {
+		if n.Name == "nic-c" {
+			tags = n.Tags
+		}
+	}
+	if tags["ipfence-epochs-0"] != ip.String()+"=4" {
+		t.Fatalf("nic-c's tags: %v, want the record at epoch 4", tags)
+	}
 }

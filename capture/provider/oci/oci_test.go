@@ -172,19 +172,29 @@ func newEnv(t *testing.T, vnics []string) *env {
 }
 
 // driver is another driver on the same simulator: another node.
-func (e *env) driver(t *testing.T, pemKey string) *oci.Driver {
+func (e *env) driver(t *testing.T, pemKey string, opts ...func(*oci.Options)) *oci.Driver {
 	t.Helper()
-	drv, err := oci.New(oci.Options{
+	o := oci.Options{
 		SubnetID: e.sim.SubnetID(), Host: e.srv.URL, HTTPClient: e.srv.Client(),
 		ConfigurationProvider: common.NewRawConfigurationProvider(tenancy, user, "us-ashburn-1", fingerprint, pemKey, nil),
 		PollInterval:          10 * time.Millisecond, ReadAttempts: 3, MaxBackoff: 20 * time.Millisecond,
 		VisibleTimeout: time.Second,
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	drv, err := oci.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return drv
 }
+
+// ignoreEpochs builds a driver for the contract suite, whose concurrent
+// callers draw epochs from one counter and then race, and expect every
+// seize to succeed (see oci.Options.IgnoreEpochRecord); the record's
+// refusals are tested below.
+func ignoreEpochs(o *oci.Options) { o.IgnoreEpochRecord = true }
 
 // recorded makes the driver a provider.Recorder through the simulator's
 // authoritative history, so the suite checks that the fencing token
@@ -199,7 +209,8 @@ func (r recorded) Mutations() []provider.Mutation { return r.sim.Mutations() }
 func TestContract(t *testing.T) {
 	providertest.Run(t, func(t *testing.T, nics []string) provider.Provider {
 		e := newEnv(t, nics)
-		return recorded{e.drv, e.sim}
+		_, pemKey := testKey(t)
+		return recorded{e.driver(t, pemKey, ignoreEpochs), e.sim}
 	})
 }
 
@@ -242,7 +253,8 @@ func (f simFaults) Heal() {
 func TestContractFaults(t *testing.T) {
 	providertest.RunFaults(t, func(t *testing.T, nics []string) (provider.Provider, providertest.Faults) {
 		e := newEnv(t, nics)
-		return recorded{e.drv, e.sim}, simFaults{t, e.sim}
+		_, pemKey := testKey(t)
+		return recorded{e.driver(t, pemKey, ignoreEpochs), e.sim}, simFaults{t, e.sim}
 	})
 }
 
@@ -256,9 +268,11 @@ func req(nic string, epoch uint64) provider.Request {
 // vnic-a and stops right before its move leaves, past its readiness
 // check (as with the gate off); node 2 (epoch 3) moves the address to
 // vnic-c meanwhile. Node 1's move goes out on the ETag it read: the cloud
-// refuses it with 412, the driver fails with ErrChanged without trying
-// again, and nothing changed: the address stays on vnic-c and the record
-// has no mutation at epoch 2, so the fence checker finds no stale action.
+// refuses it with 412 (and counts it as a stale write refused), the driver
+// reads again, finds epoch 3 in the private IP's record and fails with
+// provider.ErrStale without trying again, and nothing changed: the address
+// stays on vnic-c and the record has no mutation at epoch 2, so the fence
+// checker finds no stale action.
 func TestStaleMoveRefusedByTheCloud(t *testing.T) {
 	e := newEnv(t, []string{"vnic-a", "vnic-b", "vnic-c"})
 	_, pemKey := testKey(t)
@@ -284,8 +298,11 @@ func TestStaleMoveRefusedByTheCloud(t *testing.T) {
 	}
 	close(resume)
 	err := <-done
-	if !errors.Is(err, oci.ErrChanged) {
-		t.Fatalf("the stale move: %v, want ErrChanged", err)
+	if !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "412") {
+		t.Fatalf("the stale move: %v, want ErrStale after a 412", err)
+	}
+	if n := e.sim.StaleRefused(); n != 1 {
+		t.Fatalf("the simulator counted %d stale writes refused, want 1", n)
 	}
 	if n := e.cnt.count(ocisim.OpUpdatePrivateIp); n != 2 {
 		t.Fatalf("%d UpdatePrivateIp calls, want 2: node 2's, and node 1's once (refused, not retried)", n)
@@ -548,6 +565,11 @@ func TestStorm(t *testing.T) {
 					kind = "unavailable"
 				case errors.Is(err, oci.ErrChanged):
 					kind = "changed"
+				case errors.Is(err, provider.ErrStale):
+					// The two nodes draw epochs from one counter: one
+					// that drew lower than the other's last write is
+					// refused on the record.
+					kind = "stale"
 				default:
 					t.Errorf("an acquire in the storm failed without a kind: %v", err)
 				}
@@ -689,5 +711,74 @@ func TestCancelledMidCall(t *testing.T) {
 	}
 	if n := len(e.sim.PrivateIPs()); n != 1 || len(e.sim.Mutations()) != 0 {
 		t.Fatalf("an abandoned acquire changed something: %+v", e.sim.PrivateIPs())
+	}
+}
+
+// The epoch record is the wall against a zombie whose whole call comes
+// after the newer write, which the ETag alone cannot stop (it reads the
+// new ETag): node 2 moves the address to vnic-c at epoch 3; node 1, its
+// gate off, then tries to move it to vnic-b at epoch 2 and to release it
+// from vnic-c at epoch 2. Both read epoch 3 in the private IP's freeform
+// tags and fail with provider.ErrStale without sending a write; a current
+// action (epoch 4) still moves it, and raises the record. Built with
+// ipfence_revert_cloudwall (epochtag.Enforced false) the stale move
+// executes and this test fails.
+func TestStaleActionRefusedOnTheRecord(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b", "vnic-c"})
+	_, pemKey := testKey(t)
+	node2 := e.driver(t, pemKey)
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := node2.Assign(t.Context(), req("vnic-c", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	writes := func() int {
+		return e.cnt.count(ocisim.OpUpdatePrivateIp) + e.cnt.count(ocisim.OpDeletePrivateIp) + e.cnt.count(ocisim.OpCreatePrivateIp)
+	}
+	before := writes()
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 2), true); !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "holds 3)") {
+		t.Fatalf("the stale move: %v, want ErrStale naming epoch 3", err)
+	}
+	if err := e.drv.Unassign(t.Context(), req("vnic-c", 2)); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("the stale release: %v, want ErrStale", err)
+	}
+	if err := e.drv.SetForwarding(t.Context(), req("vnic-c", 2), true); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("stale forwarding on the holder: %v, want ErrStale", err)
+	}
+	if n := e.cnt.count(ocisim.OpUpdateVnic); n != 0 {
+		t.Fatalf("%d UpdateVnic calls for stale forwarding, want none", n)
+	}
+	if err := e.drv.SetForwarding(t.Context(), req("vnic-a", 2), true); err != nil {
+		t.Fatalf("forwarding on a former holder: %v", err)
+	}
+	if n := writes() - before; n != 0 {
+		t.Fatalf("%d writes sent for stale actions, want none", n)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-c" {
+		t.Fatalf("after the stale actions: %+v %v, want the address on vnic-c", obs, err)
+	}
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 4), true); err != nil {
+		t.Fatalf("the current move: %v", err)
+	}
+	ms := e.sim.Mutations()
+	// The create at 1, the moves at 3 and 4, and between them the
+	// forwarding on the former holder, stale but harmless.
+	if len(ms) != 4 || ms[1].Epoch != 3 || ms[2].Call != capture.EnableForwarding || ms[2].NIC != "vnic-a" || ms[3].Epoch != 4 || ms[3].NIC != "vnic-b" {
+		t.Fatalf("record: %+v, want the create at 1, the move at 3, forwarding on vnic-a, the move at 4", ms)
+	}
+	for _, st := range provider.StaleMutations(ms) {
+		if st.Effective {
+			t.Fatalf("a stale mutation took effect: %+v", st)
+		}
+	}
+	var tags map[string]string
+	for _, p := range e.sim.PrivateIPs() {
+		if p.Address == ip {
+			tags = p.Freeform
+		}
+	}
+	if tags["ipfence-epochs-0"] != ip.String()+"=4" {
+		t.Fatalf("the private IP's tags: %v, want the record at epoch 4", tags)
 	}
 }

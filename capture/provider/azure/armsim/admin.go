@@ -79,6 +79,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.State())
 	case "GET /admin/mutations":
 		writeJSON(w, http.StatusOK, s.mutationsJSON())
+	case "GET /admin/stale":
+		writeJSON(w, http.StatusOK, map[string]uint64{"refused": s.StaleRefused()})
 	case "GET /admin/calls":
 		writeJSON(w, http.StatusOK, s.Calls())
 	case "GET /admin/identity":

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/epochtag"
 )
 
 // Headers a caller may send with a PUT: the EC2 dialect's, recorded with
@@ -250,12 +252,13 @@ func (s *Server) inject(r *http.Request, op string) *armError {
 // JSON documents, in ARM's shapes as armnetwork reads them.
 
 type nicJSON struct {
-	ID         string        `json:"id"`
-	Name       string        `json:"name"`
-	Type       string        `json:"type"`
-	Location   string        `json:"location"`
-	ETag       string        `json:"etag"`
-	Properties nicProperties `json:"properties"`
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Type       string            `json:"type"`
+	Location   string            `json:"location"`
+	ETag       string            `json:"etag"`
+	Tags       map[string]string `json:"tags,omitempty"`
+	Properties nicProperties     `json:"properties"`
 }
 
 type nicProperties struct {
@@ -311,7 +314,7 @@ func (s *Server) nicJSON(n *nic) nicJSON {
 		}
 	}
 	out := nicJSON{
-		ID: id, Name: n.name, Type: "Microsoft.Network/networkInterfaces", Location: s.location, ETag: n.etag,
+		ID: id, Name: n.name, Type: "Microsoft.Network/networkInterfaces", Location: s.location, ETag: n.etag, Tags: maps.Clone(n.tags),
 		Properties: nicProperties{
 			ProvisioningState: state, ResourceGUID: fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(hash64("guid:"+n.name)), hash64("nic:"+n.name)&0xffffffffffff),
 			EnableIPForwarding: n.forwarding, MacAddress: n.mac, Primary: true, NICType: "Standard",
@@ -376,9 +379,11 @@ func (s *Server) operationPath(id string) string {
 	return fmt.Sprintf("/subscriptions/%s/providers/Microsoft.Network/locations/%s/operations/%s", s.sub, s.location, id)
 }
 
-// putBody is what the simulator reads of a PUT: the rest of the NIC (tags,
-// DNS settings, read-only fields sent back) is accepted and ignored.
+// putBody is what the simulator reads of a PUT: the rest of the NIC (DNS
+// settings, read-only fields sent back) is accepted and ignored. Tags
+// replace the NIC's, as ARM's PUT does: a PUT without them clears them.
 type putBody struct {
+	Tags       map[string]string `json:"tags"`
 	Properties *struct {
 		EnableIPForwarding *bool `json:"enableIPForwarding"`
 		IPConfigurations   []struct {
@@ -395,6 +400,7 @@ type putBody struct {
 
 // wanted is a PUT's decoded goal.
 type wanted struct {
+	tags       map[string]string
 	forwarding *bool
 	// secondary maps each secondary address to its ipConfiguration name.
 	secondary map[netip.Addr]string
@@ -410,7 +416,15 @@ func (s *Server) decodePut(n *nic, body []byte) (wanted, *armError) {
 	if b.Properties == nil {
 		return wanted{}, errBadRequest("InvalidRequestFormat", "The NIC has no properties.")
 	}
-	w := wanted{forwarding: b.Properties.EnableIPForwarding, secondary: map[netip.Addr]string{}}
+	if len(b.Tags) > maxTags {
+		return wanted{}, errBadRequest("InvalidTagCount", fmt.Sprintf("A resource has at most %d tags; %d were given.", maxTags, len(b.Tags)))
+	}
+	for k, v := range b.Tags {
+		if k == "" || len(k) > maxTagName || len(v) > maxTagValue {
+			return wanted{}, errBadRequest("InvalidTagNameOrValue", fmt.Sprintf("The tag %q: a name of 1 to %d characters and a value of at most %d.", clip(k), maxTagName, maxTagValue))
+		}
+	}
+	w := wanted{tags: b.Tags, forwarding: b.Properties.EnableIPForwarding, secondary: map[netip.Addr]string{}}
 	cfgs := b.Properties.IPConfigurations
 	if len(cfgs) == 0 {
 		return wanted{}, errBadRequest("NicMustHaveIpConfiguration", fmt.Sprintf("Network interface %s must have at least one IP configuration.", n.name))
@@ -583,6 +597,7 @@ func (s *Server) servePut(w http.ResponseWriter, r *http.Request, name string, b
 		return errNotFound(fmt.Sprintf("Resource 'Microsoft.Network/networkInterfaces/%s' under resource group '%s' (ipfence armsim never creates NICs)", name, s.rg))
 	}
 	if m := r.Header.Get("If-Match"); m != "" && m != "*" && m != n.etag {
+		s.countStale(n, st)
 		e := &armError{status: http.StatusPreconditionFailed, code: "PreconditionFailed",
 			message: fmt.Sprintf("The condition If-Match %s does not match the etag %s of network interface %s: it changed since it was read.", clip(m), n.etag, name)}
 		s.mu.Unlock()
@@ -704,6 +719,10 @@ func (s *Server) applyLocked(n *nic, want wanted, st stamp) bool {
 		}
 		changed = true
 	}
+	if !maps.Equal(n.tags, want.tags) && (len(n.tags) > 0 || len(want.tags) > 0) {
+		n.tags = maps.Clone(want.tags)
+		changed = true
+	}
 	if want.forwarding != nil && *want.forwarding != n.forwarding {
 		n.forwarding = *want.forwarding
 		fr := req(st.addr)
@@ -720,6 +739,41 @@ func (s *Server) applyLocked(n *nic, want wanted, st stamp) bool {
 		n.etag = s.newETag()
 	}
 	return changed
+}
+
+// Azure's limits on a resource's tags.
+const (
+	maxTags     = 50
+	maxTagName  = 512
+	maxTagValue = 256
+)
+
+// countStale counts a PUT refused for its etag as a stale write refused
+// when an epoch it carries is below the one the NIC's epoch record
+// (capture/provider/epochtag, in its tags) holds for the address: the
+// cloud refused an action older than one it had applied. A record it
+// cannot read counts nothing.
+func (s *Server) countStale(n *nic, st stamp) {
+	rec, err := epochtag.Decode(n.tags)
+	if err != nil {
+		return
+	}
+	stale := rec.Stale(st.addr, st.epoch)
+	for a, one := range st.each {
+		stale = stale || rec.Stale(a, one.epoch)
+	}
+	if stale {
+		s.staleRefused++
+	}
+}
+
+// StaleRefused is how many PUTs the simulator refused with 412 whose epoch
+// for an address was below the one the NIC's epoch record held: stale
+// actions the cloud itself stopped.
+func (s *Server) StaleRefused() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.staleRefused
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

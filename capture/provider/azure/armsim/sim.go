@@ -22,7 +22,8 @@
 //	GET /subscriptions/{s}/providers/Microsoft.Network/locations/{loc}/operations/{id}
 //
 // A NIC is ARM's JSON with an etag that changes with every PUT that changes
-// it. A PUT replaces the NIC's ipConfigurations and enableIPForwarding; it
+// it. A PUT replaces the NIC's ipConfigurations, enableIPForwarding and
+// tags (at most 50, values of at most 256 characters); it
 // is conditional when it carries If-Match (the etag, or * for any), and
 // answers 412 PreconditionFailed when the etag no longer matches, changing
 // nothing. An accepted PUT answers 200 with the NIC in provisioningState
@@ -66,6 +67,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -148,6 +150,9 @@ type Server struct {
 	ops    map[string]*operation
 	opSeq  uint64
 	tagSeq uint64
+	// staleRefused counts the PUTs refused with 412 whose epoch was below
+	// the NIC's epoch record (StaleRefused).
+	staleRefused uint64
 	// lastDone is when the last accepted change becomes visible: the
 	// provider's queue is first in, first out, and so are operations.
 	lastDone time.Time
@@ -182,6 +187,8 @@ type nic struct {
 	primary netip.Addr
 	mac     string
 	etag    string
+	// tags are the NIC's, as the last PUT set them.
+	tags map[string]string
 	// secondary maps each secondary address to its ipConfiguration name.
 	secondary  map[netip.Addr]string
 	forwarding bool
@@ -419,6 +426,8 @@ type NICState struct {
 	Visible    []netip.Addr `json:"visibleIps"`
 	Forwarding bool         `json:"enableIPForwarding"`
 	Updating   bool         `json:"updating"`
+	// Tags are the NIC's tags, the epoch record among them.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // State returns every NIC, in name order.
@@ -436,7 +445,7 @@ func (s *Server) State() []NICState {
 		n := s.nics[name]
 		out = append(out, NICState{
 			Name: name, ETag: n.etag, PrimaryIP: n.primary, Secondary: n.sortedSecondary(),
-			Visible: vis[name], Forwarding: n.forwarding, Updating: n.busyUntil.After(s.now),
+			Visible: vis[name], Forwarding: n.forwarding, Updating: n.busyUntil.After(s.now), Tags: maps.Clone(n.tags),
 		})
 	}
 	return out
@@ -458,6 +467,7 @@ func (n *nic) sortedSecondary() []netip.Addr {
 //	GET  /admin/mutations  the record, in the EC2 dialect's shape (lower-case names,
 //	                       RFC 3339 time, mono: CLOCK_MONOTONIC nanoseconds), with
 //	                       acceptedMono, when ARM accepted the change (AcceptedTimes)
+//	GET  /admin/stale      {"refused": N}: PUTs refused with 412 that were stale (StaleRefused)
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused)
 //	POST /admin/flush      make every accepted change visible now

@@ -52,6 +52,7 @@ func (s *Server) State() State {
 //	GET  /admin/calls      the API calls by signer and operation (CallsBy)
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused with 400)
+//	GET  /admin/stale      {"refused": N}: stale writes refused (StaleRefused)
 //	POST /admin/pause      make API calls wait until resumed
 //	POST /admin/resume     let them go on
 //	POST /admin/reset      clear every fault and resume
@@ -73,6 +74,9 @@ func (s *Server) adminRoutes() {
 			}
 		}
 		writeJSON(w, http.StatusOK, out)
+	})
+	s.mux.HandleFunc("GET /admin/stale", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]uint64{"refused": s.StaleRefused()})
 	})
 	s.mux.HandleFunc("GET /admin/calls", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.CallsBy())

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/provider/epochtag"
 )
 
 // Identities the simulator reports for every object: one tenancy, one
@@ -318,6 +319,16 @@ func ifMatch(c *call, current string) *apiError {
 	return &apiError{http.StatusPreconditionFailed, "NoEtagMatch", fmt.Sprintf("The if-match ETag %q does not match the resource's current ETag", clip(v))}
 }
 
+// countStale counts a refused write as a stale one when its epoch is
+// below the one the private IP's epoch record (capture/provider/epochtag,
+// in its freeform tags) holds: the cloud refused an action older than one
+// it had applied. A record it cannot read counts nothing.
+func (s *Server) countStale(c *call, ip *PrivateIP) {
+	if rec, err := epochtag.Decode(ip.Freeform); err == nil && rec.Stale(ip.Address, c.st.epoch) {
+		s.staleRefused++
+	}
+}
+
 // visible is the private IP a read shows at a: a primary always; a
 // secondary while the memory provider shows it on a VNIC, with that VNIC.
 // The object is the control plane's, or the one a pending delete removed.
@@ -511,6 +522,7 @@ func (s *Server) createPrivateIP(c *call) (answer, *apiError) {
 			return answer{}, e
 		}
 		if held := s.ips[a]; held != nil {
+			s.countStale(c, held)
 			return answer{}, &apiError{http.StatusConflict, "Conflict", fmt.Sprintf("IP address %s is already in use by private IP %s on VNIC %s", a, held.ID, held.VNIC)}
 		}
 	} else {
@@ -567,6 +579,7 @@ func (s *Server) updatePrivateIP(c *call) (answer, *apiError) {
 		return answer{}, errNotFound("PrivateIp %s not found", clip(id))
 	}
 	if e := ifMatch(c, ip.ETag); e != nil {
+		s.countStale(c, ip)
 		return answer{}, e
 	}
 	var b updateBody
@@ -612,6 +625,7 @@ func (s *Server) deletePrivateIP(c *call) (answer, *apiError) {
 		return answer{}, errNotFound("PrivateIp %s not found", clip(id))
 	}
 	if e := ifMatch(c, ip.ETag); e != nil {
+		s.countStale(c, ip)
 		return answer{}, e
 	}
 	if ip.Primary {

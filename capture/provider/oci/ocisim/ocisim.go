@@ -205,6 +205,9 @@ type Server struct {
 	rng    *rand.Rand
 	bucket bucket
 	tokens map[string]*retried
+	// staleRefused counts the writes refused (412, or 409 on a create)
+	// whose epoch was below the private IP's epoch record.
+	staleRefused uint64
 	// resume is closed when the API resumes; nil while it runs.
 	resume chan struct{}
 }
@@ -545,6 +548,16 @@ func (s *Server) waitResumed(ctx context.Context) bool {
 			return false
 		}
 	}
+}
+
+// StaleRefused is how many writes the simulator refused (412 NoEtagMatch,
+// or 409 for a create of an address another private IP holds) whose epoch
+// was below the one the private IP's epoch record held: stale actions the
+// cloud itself stopped.
+func (s *Server) StaleRefused() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.staleRefused
 }
 
 // request is the provider.Request a mutation is recorded with.
