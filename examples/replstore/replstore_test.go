@@ -73,7 +73,7 @@ func TestReplstore(t *testing.T) {
 				"linear": checker.Linearizable(checker.LinearOptions{Model: register, Semantics: model.Options{Initial: 0}})}),
 		})
 		if err != nil || out.Valid() == bug || bug && out.Failure() == nil {
-			t.Fatalf("local reads %v: %v, %v, %v (%s)", bug, err, out.Verdict, out.Failure(), out.Dir)
+			t.Fatalf("local reads %v: %v, %v, %v, problems %q (%s)", bug, err, out.Verdict, out.Failure(), out.Problems, out.Dir)
 		}
 		t.Logf("local reads %v: %v, %d ops, %v", bug, out.Verdict, out.Ops, out.Failure())
 	}
