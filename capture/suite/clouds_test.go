@@ -183,7 +183,22 @@ func cloudWallHolds(t *testing.T, cloud string) {
 			return
 		}
 	}
-	if out.Verdict != linear.True || f["stale_actions_executed"] != 0 || n < 1 {
+	// What the wall promises is the fence: no stale action executed, one
+	// holder, a linearizable owner history. Availability it does not
+	// promise with the gate off (a 60 s Azure run on seed 2 had a 33 s
+	// outage after a wiped node's own older release, with nothing stale
+	// applied), so an outage is logged, not failed.
+	valid := true
+	for name, r := range cs {
+		if r.Valid != linear.True {
+			if name == "availability" {
+				t.Logf("%s, gate off: availability %v %v", cloud, r.Valid, r.Fields)
+				continue
+			}
+			valid = false
+		}
+	}
+	if !valid || f["stale_actions_executed"] != 0 || n < 1 {
 		logResults(t, out)
 		t.Fatalf("%s, gate off: %v, %v stale actions executed, %v refused by the cloud (%v)", cloud, out.Verdict,
 			f["stale_actions_executed"], f["stale_actions_refused_by_cloud"], f["refused_error"])
