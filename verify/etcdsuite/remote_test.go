@@ -158,3 +158,29 @@ func TestRemoteOptions(t *testing.T) {
 		t.Errorf("relative remote dir: %v", err)
 	}
 }
+
+// The leader and member faults over SSH: the leadership moved through the
+// maintenance API of a member on another machine, a member removed, its
+// data wiped and started again over SSH with a new command line
+// (--initial-cluster-state existing), each confirmed in the history; the
+// register stays linearizable.
+func TestRemoteLeaderAndMember(t *testing.T) {
+	out, cs, _ := runRemote(t, Options{Workload: "register", Nemesis: []string{"leader", "member"}, TimeLimit: 20 * time.Second, Seed: 8})
+	if out.Verdict != linear.True || cs["linear"].Valid != linear.True {
+		t.Fatalf("verdict %v, linear %v", out.Verdict, cs["linear"].Valid)
+	}
+	ok, not, details := confirmations(out.Events)
+	t.Logf("confirmed %v, not confirmed %v, details %v", ok, not, details)
+	for _, f := range []string{"move-leader", "remove-member", "add-member"} {
+		if ok[f] == 0 {
+			t.Errorf("no %s confirmed over SSH (%v)", f, details[f])
+		}
+	}
+	if len(not) != 0 {
+		t.Errorf("not confirmed: %v", not)
+	}
+	if f := cs["faults"]; f.Valid != linear.True {
+		t.Fatalf("faults checker %v %v", f.Valid, f.Fields)
+	}
+	checkConfirmedInHistory(t, out)
+}
