@@ -211,6 +211,14 @@ func Check(ctx context.Context, parts []Partition, opt Options) (Result, error) 
 		return finish(ctx, res, sch.budget), nil
 	}
 
+	if ctx.Err() != nil {
+		// Done before the search began: nothing is searched and the
+		// answer is unknown, as a Go function handed a done context does
+		// no work — not whichever of a small search and the cancellation
+		// won the race (the verdict of a pre-cancelled check of 4 ops
+		// came out either way, 7 runs in 300 under -race).
+		sch.stop.Store(true)
+	}
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(sch.work)
