@@ -22,6 +22,8 @@ type feeder struct {
 	prog  *progress
 	begin time.Time
 
+	ctx    context.Context
+	cancel context.CancelFunc
 	stopCh chan struct{}
 	wg     sync.WaitGroup
 	fed    int // events fed; owned by the feeding goroutine until stop returns
@@ -32,6 +34,7 @@ type feeder struct {
 
 func startFeeding(ctx context.Context, c checker.Online, rec *Recorder, prog *progress) *feeder {
 	f := &feeder{c: c, rec: rec, prog: prog, begin: time.Now(), stopCh: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancel(ctx)
 	f.wg.Go(func() {
 		t := time.NewTicker(feedEvery)
 		defer t.Stop()
@@ -40,7 +43,7 @@ func startFeeding(ctx context.Context, c checker.Online, rec *Recorder, prog *pr
 			case <-f.stopCh:
 				return
 			case <-t.C:
-				f.feed(ctx)
+				f.feed(f.ctx)
 			}
 		}
 	})
@@ -79,11 +82,15 @@ func (f *feeder) feed(ctx context.Context) {
 }
 
 // stop ends the feeding and feeds what was recorded since: call it after
-// the recorder has recorded its last event.
-func (f *feeder) stop(ctx context.Context) {
+// the recorder has recorded its last event. The work the checker does
+// while fed only looks for early failures (a linearizability check of a
+// prefix, which may be long), so it is cancelled: the end must not wait
+// for it, the final Result decides.
+func (f *feeder) stop() {
+	f.cancel()
 	close(f.stopCh)
 	f.wg.Wait()
-	f.feed(ctx)
+	f.feed(f.ctx)
 }
 
 // result asks the checker for its verdict on run.

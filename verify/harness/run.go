@@ -332,7 +332,7 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	ended := time.Now()
 	out.Events = rec.Events()
 	if feed != nil {
-		feed.stop(bg)
+		feed.stop()
 	}
 
 	// Check.
