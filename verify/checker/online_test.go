@@ -86,6 +86,13 @@ func TestOnlineTransactionalMatchesOffline(t *testing.T) {
 			}
 		}
 	}
+	// Histories the checker refuses: both forms give the same error.
+	for i, bad := range [][]history.Event{
+		{{Index: 0, Process: 0, Type: history.OK, F: "txn", Value: []history.Value{}}},
+		{{Index: 0, Process: 0, Type: history.Invoke, F: "txn", Value: []history.Value{[]history.Value{"w", "x", int64(1)}}}},
+	} {
+		cases = append(cases, tcase{fmt.Sprintf("refused %d", i), bad, isolation.Options{Workload: isolation.ListAppend}})
+	}
 	ctx := context.Background()
 	count := map[linear.Verdict]int{}
 	for _, c := range cases {
@@ -101,8 +108,8 @@ func TestOnlineTransactionalMatchesOffline(t *testing.T) {
 		count[offline.Valid]++
 	}
 	// 7 corpus files × 4 models and 5 databases × 2 workloads × 2 seeds ×
-	// 2 models, as the offline checker judges them.
-	if len(cases) != 68 || count[linear.True] != 32 || count[linear.False] != 36 || count[linear.Unknown] != 0 {
+	// 2 models, as the offline checker judges them, and 2 refused.
+	if len(cases) != 70 || count[linear.True] != 32 || count[linear.False] != 36 || count[linear.Unknown] != 2 {
 		t.Fatalf("%d cases: %d valid, %d invalid, %d unknown", len(cases), count[linear.True], count[linear.False], count[linear.Unknown])
 	}
 }
