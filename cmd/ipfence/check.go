@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipfence/ipfence/verify/follow"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/isolation"
 	"github.com/ipfence/ipfence/verify/lincheck"
@@ -79,6 +80,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	bankTotal := fs.Int64("bank-total", 0, "bank: the total every read must sum to (default: the first read's sum)")
 	negative := fs.Bool("allow-negative-balances", false, "bank: accept negative balances")
 	groupSize := fs.Int("group-size", 0, "long-fork: the number of keys each read reads (default: any)")
+	followFlag := fs.Bool("follow", false, "check one JSON Lines FILE while it is being written, as lines arrive, until its\nend marker {\"end\":true} (which ipfence's harness appends) or --idle without growth")
+	idle := fs.Duration("idle", 0, "with --follow: end when the file has not grown for this long, such as 10s\n(default: wait for the end marker)")
 	files, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -103,6 +106,24 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if *timeout < 0 {
 		return usageErr("--timeout: %s is negative", *timeout)
 	}
+	if *idle < 0 {
+		return usageErr("--idle: %s is negative", *idle)
+	}
+	if set["idle"] && !*followFlag {
+		return usageErr("--idle applies only with --follow")
+	}
+	if *followFlag {
+		switch {
+		case len(files) != 1:
+			return usageErr("--follow takes one file, not %d", len(files))
+		case format != "" && format != history.JSONL:
+			return usageErr("--follow reads JSON Lines only, not --format %s", format)
+		case slices.Contains(workload.Names(), *modelName):
+			return usageErr("--follow checks linearizability and transactional models; %s has no online form", *modelName)
+		case set["html"]:
+			return usageErr("--html does not apply with --follow")
+		}
+	}
 	// Flags that belong to one family of models are refused with another,
 	// rather than silently ignored.
 	only := func(family string, flags ...string) int {
@@ -121,6 +142,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	maxParsed := maxBytes / 2
 	var check fileCheck
 	var stream streamCheck
+	// follower makes the online checker of --follow, and what to print
+	// once it has finished.
+	var follower func(file string) (follow.Checker, func() (any, string, func() error))
 	switch {
 	case *modelName == isolation.ListAppend || *modelName == isolation.RWRegister:
 		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
@@ -139,6 +163,16 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		opt := isolation.Options{Workload: *modelName, Consistency: *consistency, SequentialKeys: *seqKeys, LinearizableKeys: *linKeys}
 		stream = isolationCheck(opt, *dotDir)
+		follower = func(file string) (follow.Checker, func() (any, string, func() error)) {
+			c, _ := follow.NewTransactional(opt) // the options were checked above
+			return c, func() (any, string, func() error) {
+				var after func() error
+				if *dotDir != "" {
+					after = func() error { return writeDOT(*dotDir, file, c.Result) }
+				}
+				return isolationResult{File: file, Result: c.Result}, c.Result.Summary(file) + explainIsolation(c.Result), after
+			}
+		}
 	case slices.Contains(workload.Names(), *modelName):
 		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
 			return c
@@ -176,6 +210,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		slog.Debug("bounds", "max_memory", opt.MaxMemory)
 		check = linearCheck(opt, *htmlOut, len(files), maxParsed)
+		follower = func(file string) (follow.Checker, func() (any, string, func() error)) {
+			c := follow.NewLinear(file, opt)
+			c.Early = func(r *lincheck.Report, events int) {
+				fmt.Fprintf(stderr, "ipfence check: %s: the first %d events are already not linearizable; checking on to the end\n", file, events)
+			}
+			return c, func() (any, string, func() error) { return c.Report, c.Report.Summary(), nil }
+		}
 	}
 
 	lim := inputLimits(maxBytes)
@@ -197,7 +238,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	exit := exitValid
 	sawInvalid, sawUnknown := false, false
 	for _, file := range files {
-		o := checkFile(file, *timeout, lim, *modelName, format, check, stream)
+		var o *fileOutcome
+		if *followFlag {
+			o = followFile(file, *timeout, *idle, lim, follower)
+		} else {
+			o = checkFile(file, *timeout, lim, *modelName, format, check, stream)
+		}
 		stderr.Write(o.warn.Bytes())
 		if o.err != nil {
 			fmt.Fprintf(stderr, "ipfence check: %v\n", o.err)
@@ -368,6 +414,40 @@ func checkFile(file string, timeout time.Duration, lim history.Limits, modelName
 			summary: fmt.Sprintf("%s: unknown (%s): %s", file, modelName, detail)}
 	}
 	return out
+}
+
+// followFile checks file as it is written (--follow): the verdict comes
+// once the end marker is read, or the file has been idle for idle, and is
+// printed as a check of the finished file prints it.
+func followFile(file string, timeout, idle time.Duration, lim history.Limits, mk func(string) (follow.Checker, func() (any, string, func() error))) *fileOutcome {
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	o := &fileOutcome{}
+	c, show := mk(file)
+	v, end, err := follow.Check(ctx, file, history.FollowOptions{Idle: idle, MaxLine: int(lim.MaxLine)}, c)
+	if errors.Is(err, context.DeadlineExceeded) {
+		detail := fmt.Sprintf("timed out after %s following the history, after %d events (%d lines)", timeout, end.Events, end.Lines)
+		return &fileOutcome{v: linear.Unknown, obj: timeoutResult{File: file, Valid: linear.Unknown, Reason: linear.ReasonTimeout, Detail: detail},
+			summary: fmt.Sprintf("%s: unknown: %s", file, detail)}
+	}
+	if err != nil {
+		o.err = err
+		return o
+	}
+	if !end.Marker {
+		fmt.Fprintf(&o.warn, "ipfence check: warning: %s: no end marker; the file has not grown for %s, checking the %d events read\n", file, idle, end.Events)
+	}
+	if end.TornLine > 0 {
+		fmt.Fprintf(&o.warn, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+			file, end.TornLine, end.Events)
+	}
+	o.v = v
+	o.obj, o.summary, o.after = show()
+	return o
 }
 
 // linearCheck checks linearizability.

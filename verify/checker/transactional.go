@@ -47,33 +47,40 @@ func Transactional(o TransactionalOptions) Checker {
 			defer cancel()
 		}
 		res, err := isolation.Check(ctx, &history.History{Format: history.JSONL, Events: events}, o.Isolation)
-		if err != nil {
-			return Errorf("%v", err)
-		}
-		fields := map[string]any{
-			"model": res.Workload, "consistency": res.Consistency,
-			"anomaly_types": res.AnomalyTypes, "not": res.Not, "also_not": res.AlsoNot,
-			"txns": res.Txns, "check_ms": float64(res.CheckNS) / 1e6,
-		}
-		if len(res.Counts) > 0 {
-			fields["counts"] = res.Counts
-		}
-		if len(res.Incomplete) > 0 {
-			fields["incomplete"] = res.Incomplete
-		}
-		if r.Dir != "" {
-			if err := writeAnomalies(r.Dir, res); err != nil {
-				fields["page_error"] = err.Error()
-			} else if len(res.AnomalyTypes) > 0 {
-				fields["page"] = "anomalies.json"
-			}
-		}
-		out := Result{Valid: res.Valid, Fields: fields}
-		if res.Valid == linear.False {
-			out.Failure = txnFailure(res, events)
-		}
-		return out
+		return txnResult(r, events, res, err)
 	})
+}
+
+// txnResult turns the transactional checker's answer on events (those of
+// run r, or built from them) into a checker's result, and writes its
+// pages into the run's folder.
+func txnResult(r *Run, events []history.Event, res *isolation.Result, err error) Result {
+	if err != nil {
+		return Errorf("%v", err)
+	}
+	fields := map[string]any{
+		"model": res.Workload, "consistency": res.Consistency,
+		"anomaly_types": res.AnomalyTypes, "not": res.Not, "also_not": res.AlsoNot,
+		"txns": res.Txns, "check_ms": float64(res.CheckNS) / 1e6,
+	}
+	if len(res.Counts) > 0 {
+		fields["counts"] = res.Counts
+	}
+	if len(res.Incomplete) > 0 {
+		fields["incomplete"] = res.Incomplete
+	}
+	if r.Dir != "" {
+		if err := writeAnomalies(r.Dir, res); err != nil {
+			fields["page_error"] = err.Error()
+		} else if len(res.AnomalyTypes) > 0 {
+			fields["page"] = "anomalies.json"
+		}
+	}
+	out := Result{Valid: res.Valid, Fields: fields}
+	if res.Valid == linear.False {
+		out.Failure = txnFailure(res, events)
+	}
+	return out
 }
 
 // writeAnomalies saves the result and one Graphviz file per cycle.

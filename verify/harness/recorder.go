@@ -92,6 +92,17 @@ func (r *Recorder) Events() []history.Event {
 	return append([]history.Event(nil), r.events...)
 }
 
+// EventsFrom returns a copy of the events recorded after the first n:
+// what an online checker that has seen n events has not.
+func (r *Recorder) EventsFrom(n int) []history.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n >= len(r.events) {
+		return nil
+	}
+	return append([]history.Event(nil), r.events[n:]...)
+}
+
 // Len returns how many events have been recorded.
 func (r *Recorder) Len() int {
 	r.mu.Lock()
@@ -132,7 +143,9 @@ func (r *Recorder) flushLocked() {
 	r.buf = r.buf[:0]
 }
 
-// Close flushes and syncs the file. It returns the first error the
+// Close flushes the file, ends it with the end marker (history.EndMarker:
+// a reader following the file, such as ipfence check --follow, knows the
+// history is complete), and syncs it. It returns the first error the
 // recorder met, so a history that could not be written whole is never
 // mistaken for one that was.
 func (r *Recorder) Close() error {
@@ -140,6 +153,7 @@ func (r *Recorder) Close() error {
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.buf = append(r.buf, history.EndMarker+"\n"...)
 	r.flushLocked()
 	if r.f != nil {
 		if err := r.f.Sync(); err != nil && r.err == nil {

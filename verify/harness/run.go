@@ -34,6 +34,12 @@ type Test struct {
 	Generator gen.Generator
 	// Checker judges the history; nil means none (always valid).
 	Checker checker.Checker
+	// Online, instead of Checker, judges the history as it is recorded:
+	// the recorder's new events are fed to it every 50 ms while the test
+	// runs, an early failure it finds is logged at once, and at the end
+	// only its Result is left (checker.Offline wraps the checkers with
+	// no online form). Set one of Checker and Online.
+	Online checker.Online
 	// Store is the store's root folder, required: the run goes to a new
 	// folder under it. Dir, when set, is the run's folder instead (Store
 	// may then be empty).
@@ -148,6 +154,9 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	if t.Client == nil || t.Generator == nil {
 		return nil, errors.New("a test needs a client and a generator")
 	}
+	if t.Checker != nil && t.Online != nil {
+		return nil, errors.New("a test has a Checker or an Online checker, not both (wrap the offline one with checker.Offline and compose them with checker.ComposeOnline)")
+	}
 	if t.Store == "" && t.Dir == "" {
 		return nil, errors.New("the test has no Store: name the folder runs are kept in (ipfence's commands use \"store\"); a run never writes into the working directory by default")
 	}
@@ -217,6 +226,10 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	rec, err := NewRecorder(filepath.Join(dir, HistoryFile))
 	if err != nil {
 		return out, errors.Join(fmt.Errorf("store: %w", err), heal())
+	}
+	var feed *feeder
+	if t.Online != nil {
+		feed = startFeeding(bg, t.Online, rec, prog)
 	}
 	g := t.Generator
 	// Operations run under runCtx: ctx, and the time limit with a grace
@@ -316,7 +329,11 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 		}
 	}
 	recErr := rec.Close()
+	ended := time.Now()
 	out.Events = rec.Events()
+	if feed != nil {
+		feed.stop()
+	}
 
 	// Check.
 	var res checker.Result
@@ -324,6 +341,8 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	switch {
 	case err != nil:
 		res = checker.Errorf("the history cannot be paired: %v", err)
+	case feed != nil:
+		res = feed.result(bg, run, t.checkTimeout())
 	case t.Checker != nil:
 		res = runChecker(bg, t.Checker, run, t.checkTimeout())
 	default:
@@ -352,6 +371,14 @@ func Run(ctx context.Context, t Test) (*Outcome, error) {
 	res.Fields["ops"] = out.Ops
 	res.Fields["duration_s"] = out.Duration.Seconds()
 	res.Fields["seed"] = t.Seed
+	// How long the verdict took once the history was complete: what
+	// online checking shortens.
+	res.Fields["verdict_after_s"] = time.Since(ended).Seconds()
+	if feed != nil {
+		if e := feed.earlyFields(); e != nil {
+			res.Fields["early"] = e
+		}
+	}
 	out.Results = res
 	out.Verdict = res.Valid
 	out.Problems = troubles

@@ -133,7 +133,7 @@ func readJSONL(data []byte, m *meter) ([]Event, int, error) {
 		}
 		line := data[off:end]
 		off = end + 1
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 || IsEndMarker(line) {
 			continue
 		}
 		e, err := jsonlEvent(line, lineNo, int64(len(events)))

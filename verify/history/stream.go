@@ -296,7 +296,7 @@ func (d *Decoder) jsonl() (Event, error) {
 		if err != nil {
 			return Event{}, err
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 || IsEndMarker(line) {
 			continue
 		}
 		if err := d.notUTF8(line); err != nil {

@@ -196,3 +196,45 @@ func writeSim(b *testing.B, path string, n int, format history.Format) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkOnlineFinish measures what online checking leaves for the end
+// of a test: Stream.Result on a history already fed (the "finish"
+// sub-benchmark), against CheckReader of the finished JSON Lines bytes
+// (the "whole" one), the same simulated snapshot-isolated history, checked
+// for serializability.
+func BenchmarkOnlineFinish(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		events, err := txnsim.Generate(txnsim.Config{DB: "si", Workload: ListAppend, Ops: n, Concurrency: 10, Keys: 100, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := history.WriteAll(&buf, events); err != nil {
+			b.Fatal(err)
+		}
+		o := Options{Workload: ListAppend, Consistency: "serializable"}
+		b.Run(fmt.Sprintf("txns=%d/finish", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				s, err := NewStream(o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Feed(events...); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := s.Result(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("txns=%d/whole", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := CheckReader(context.Background(), "sim", bytes.NewReader(buf.Bytes()), history.JSONL, history.Limits{}, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
