@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -102,9 +103,8 @@ func TestTestCaptureRuns(t *testing.T) {
 
 // --provider azure and --provider oci as a user types them, shortened:
 // the nodes run the cloud's driver on the simulator's dialect, the run is
-// valid under kills and the provider's faults, and with the planted bug
-// the same command says INVALID, names the stale actions on the cloud's
-// NICs and exits 1.
+// valid under kills and the provider's faults, and with the gate off (the
+// planted bug) the cloud refuses the stale actions itself.
 func TestTestCaptureOnEachCloud(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs capture tests of 12 s and 20 s on each cloud")
@@ -137,17 +137,31 @@ func TestTestCaptureOnEachCloud(t *testing.T) {
 				t.Fatalf("mutations.json: %v, %d entries, want the cloud's NICs (%s…)", err, len(ms), tc.nicPrefix)
 			}
 
+			// With the gate off the cloud itself refuses the zombies (the
+			// epoch record in its tags, conditional writes): the fence line
+			// counts them, and none executes on Azure. On OCI a stale create
+			// of an address whose private IP was deleted can still execute
+			// (the record went with it), so there the run may be INVALID;
+			// capture/suite's TestCaptureOCICatchesDisabledFence checks that
+			// nothing else does, and TestCaptureCatchesCloudWallReverted that
+			// without the wall both clouds are INVALID.
 			cmd := exec.Command(bin, "test", "capture", "--provider", tc.cloud, "--unsafe-disable-fence", "--time-limit", "20s", "--nemesis", "none", "--seed", "1", "--store", store)
 			out, err = cmd.Output()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != exitInvalid {
-				t.Fatalf("the planted bug: %v, want exit status %d\n%s", err, exitInvalid, out)
-			}
 			text = string(out)
-			for _, want := range []string{"fence           false", "fence false:\n  mutation ", " on " + tc.nicPrefix, "\nINVALID  " + store + "/capture/"} {
-				if !strings.Contains(text, want) {
-					t.Errorf("output lacks %q:\n%s", want, text)
+			m := regexp.MustCompile(`fence +(true|false) +stale actions executed (\d+), refused by the cloud (\d+)`).FindStringSubmatch(text)
+			if m == nil || m[3] == "0" {
+				t.Fatalf("gate off: no stale action refused by the cloud (%v)\n%s", err, text)
+			}
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+				if m[1] != "true" || m[2] != "0" || !strings.Contains(text, "\nVALID  "+store+"/capture/") {
+					t.Errorf("gate off, exit 0: fence %s, %s executed\n%s", m[1], m[2], text)
 				}
+			case tc.cloud == "oci" && errors.As(err, &ee) && ee.ExitCode() == exitInvalid:
+				t.Logf("oci, gate off: %s stale actions executed (creates of freed addresses), %s refused by the cloud", m[2], m[3])
+			default:
+				t.Fatalf("gate off: %v, fence %s, %s executed, %s refused by the cloud\n%s", err, m[1], m[2], m[3], text)
 			}
 		})
 	}

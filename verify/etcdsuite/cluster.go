@@ -2,6 +2,7 @@ package etcdsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -361,4 +362,43 @@ func (c *cluster) rejoin(ctx context.Context, node, initial string, id uint64) e
 		return err
 	}
 	return c.Restart(ctx, node)
+}
+
+// confirmedProcs is the loopback members' processes with pause, resume
+// and kill verified, as control.Procs verifies them over SSH: each signal
+// is followed by reads of the pid's state until it shows the fault took
+// effect (stopped, running again, gone), and each finding goes into the
+// ledger, so that a fault that did not take effect makes the run unknown.
+type confirmedProcs struct {
+	c *cluster
+	l *control.Ledger
+}
+
+// Pause stops node's member with SIGSTOP and confirms it stopped.
+func (p confirmedProcs) Pause(node string) error {
+	return signalMember(context.Background(), p.c, node, "STOP", control.Stopped, p.l, "pause")
+}
+
+// Resume continues node's member and confirms it runs; a member that is
+// not running (killed meanwhile) is as resumed as it gets.
+func (p confirmedProcs) Resume(node string) error {
+	if !p.c.Running(node) {
+		return nil
+	}
+	return signalMember(context.Background(), p.c, node, "CONT", control.Running, p.l, "resume")
+}
+
+// Kill kills node's member with SIGKILL, confirms the pid is gone, and
+// reaps it.
+func (p confirmedProcs) Kill(node string) error {
+	if !p.c.Running(node) {
+		return p.c.Kill(node) // its error: not running
+	}
+	err := signalMember(context.Background(), p.c, node, "KILL", control.Gone, p.l, "kill")
+	return errors.Join(err, p.c.Kill(node))
+}
+
+// Restart starts node's member again and waits until it serves.
+func (p confirmedProcs) Restart(ctx context.Context, node string) error {
+	return p.c.Restart(ctx, node)
 }

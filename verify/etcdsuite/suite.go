@@ -278,17 +278,21 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 			return &harness.Outcome{Dir: dir}, err
 		}
 		nodes, dial = c.nodes, c
-		// On loopback only the etcd faults are confirmed: the partition,
-		// pause and kill act on the harness's own proxies and children.
+		// On loopback the pause, resume and kill of the members (children
+		// of this process) are confirmed as over SSH, by the kernel's
+		// view of the pid; the partition acts on the harness's own
+		// proxies, which drop what they carry once told, so there is
+		// nothing outside this process to probe.
 		l := &control.Ledger{}
+		procs := confirmedProcs{c, l}
 		faults = map[string]nemesis.Fault{
 			"partition": nemesis.Partition(meshNet{c.mesh, netfault.Drop}, nodes),
-			"pause":     nemesis.Pause(c, nodes),
-			"kill":      nemesis.Kill(c, nodes),
+			"pause":     confirmed(nemesis.Pause(procs, nodes), l),
+			"kill":      confirmed(nemesis.Kill(procs, nodes), l),
 			"leader":    confirmed(leaderFault(c, nodes, l), l),
 			"member":    confirmed(memberFault(c, nodes, l), l),
 		}
-		if slices.Contains(o.Nemesis, "leader") || slices.Contains(o.Nemesis, "member") {
+		if slices.ContainsFunc(o.Nemesis, func(n string) bool { return n != "partition" }) {
 			ledger = l
 		}
 	}

@@ -134,6 +134,18 @@ func TestRegisterIsLinearizable(t *testing.T) {
 	if f := faultsInjected(out.Events); f["partition"]+f["pause"]+f["kill"] < 2 {
 		t.Errorf("faults injected: %v", f)
 	}
+	// On loopback too, every pause, resume and kill was confirmed by the
+	// pid's state, in the history beside its fault: seed 1 pauses and
+	// kills.
+	ok, not, details := confirmations(out.Events)
+	for _, f := range []string{"pause", "resume", "kill"} {
+		if ok[f] == 0 {
+			t.Errorf("no %s confirmed on loopback (%v)", f, details)
+		}
+	}
+	if len(not) != 0 || cs["faults"].Valid != linear.True {
+		t.Errorf("not confirmed %v; faults checker %v %v", not, cs["faults"].Valid, cs["faults"].Fields)
+	}
 }
 
 // The list-append workload is strict serializable under the same faults.
