@@ -16,6 +16,19 @@ func keptState(n *Node) bool {
 	return n.synced
 }
 
+// settles polls cond for up to 30 s: what the links deliver after a heal
+// waits out the senders' backoffs and a hung request's timeout, which on
+// a loaded machine (two race-detector suites at once) took longer than
+// eventually's 5 s.
+func settles(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
 // runAll runs every node of c until the test ends and waits until each
 // has synced (a cluster starting for the first time).
 func runAll(t *testing.T, c *cluster) {
@@ -72,7 +85,7 @@ func TestIntentOrderedAfterAnsweredIntent(t *testing.T) {
 	c.setPushCut("a", "c", false)
 	c.setPushCut("b", "c", false)
 	for name, n := range c.nodes {
-		eventually(t, name+" holds c's undrain", func() bool {
+		settles(t, name+" holds c's undrain", func() bool {
 			var got Event
 			var ok bool
 			n.View(func(s *State) { got, ok = s.Get(undrain.Register()) })
@@ -124,13 +137,12 @@ func TestIntentNeedsAMajority(t *testing.T) {
 	if !drained(c.nodes["a"], "b") || e.Subject != "b" {
 		t.Fatalf("the unacknowledged intent is not kept on a: drained %v, event %+v", drained(c.nodes["a"], "b"), e)
 	}
-	if drained(c.nodes["b"], "b") || drained(c.nodes["c"], "b") {
-		t.Fatal("the test is void: a delivered its intent through a cut link")
-	}
+	// (b and c may already hold it through their own pulls of a's
+	// records; what a cannot know is that they do.)
 	c.setPushCut("a", "b", false)
 	c.setPushCut("a", "c", false)
 	for _, name := range []string{"b", "c"} {
-		eventually(t, name+" receives the kept intent", func() bool { return drained(c.nodes[name], "b") })
+		settles(t, name+" receives the kept intent", func() bool { return drained(c.nodes[name], "b") })
 	}
 	// A peer that does not answer at all (stopped) does not hold up an
 	// intent the rest of a majority takes: the read ends with the first
@@ -143,7 +155,10 @@ func TestIntentNeedsAMajority(t *testing.T) {
 	if _, err := c.nodes["b"].EmitIntent(ctx, Undrain, "b"); err != nil {
 		t.Fatalf("undrain b via b with c not answering b: %v", err)
 	}
+	c.mu.Lock()
+	c.hang[[2]string{"b", "c"}] = false
+	c.mu.Unlock()
 	for name, n := range c.nodes {
-		eventually(t, name+" undrains b", func() bool { return !drained(n, "b") })
+		settles(t, name+" undrains b", func() bool { return !drained(n, "b") })
 	}
 }

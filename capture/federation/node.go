@@ -1511,63 +1511,66 @@ func (n *Node) EmitIntent(ctx context.Context, kind Kind, subject string) (Event
 }
 
 // readQuorum pulls the records of every peer until need of them that kept
-// their state (synced) answered in one round, or ctx ends: a peer that
-// lost its state may have lost intents it acknowledged. A round ends as
-// soon as need answers are in: a stopped peer, whose pull hangs until its
-// timeout, must not hold up an intent a majority can take.
+// their state (synced) answered, or ctx ends: a peer that lost its state
+// may have lost intents it acknowledged. Each peer is asked again after a
+// failed pull (its answer may have been made before this node's cover
+// lapsed, or it may be syncing), and the read ends as soon as need answers
+// are in: a stopped peer, whose pull hangs until its timeout, must not
+// hold up an intent a majority can take.
 func (n *Node) readQuorum(ctx context.Context, need int) error {
 	if need == 0 {
 		return nil
 	}
-	var last error
-	for {
-		read, err := n.readRound(ctx, need)
-		if read >= need {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %d of the %d synced peers needed answered; last: %v", ErrIntentUnread, read, need, last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// readRound pulls every peer at once and returns when need synced peers
-// answered or every pull ended, with how many did and the last failure.
-func (n *Node) readRound(ctx context.Context, need int) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make(chan error, len(n.cfg.Peers))
+	var mu sync.Mutex
+	var last error
+	answered := make(chan bool, len(n.cfg.Peers))
 	for _, p := range n.cfg.Peers {
 		go func() {
-			err := n.pull(ctx, p)
-			if err == nil {
-				n.mu.Lock()
-				synced := n.pulled[p.Name]
-				n.mu.Unlock()
-				if !synced {
-					err = fmt.Errorf("%s lost its state and has not learned the cluster's records back", p.Name)
+			for {
+				err := n.readPeer(ctx, p)
+				if err == nil {
+					answered <- true
+					return
+				}
+				mu.Lock()
+				last = err
+				mu.Unlock()
+				select {
+				case <-ctx.Done():
+					answered <- false
+					return
+				case <-time.After(20 * time.Millisecond):
 				}
 			}
-			results <- err
 		}()
 	}
 	read := 0
-	var last error
 	for range n.cfg.Peers {
-		if err := <-results; err != nil {
-			last = err
-			continue
-		}
-		if read++; read >= need {
-			return read, nil
+		if <-answered {
+			if read++; read >= need {
+				return nil
+			}
 		}
 	}
-	return read, last
+	mu.Lock()
+	defer mu.Unlock()
+	return fmt.Errorf("%w: %d of the %d synced peers needed answered; last: %v", ErrIntentUnread, read, need, last)
+}
+
+// readPeer pulls p's records and says whether p kept its state.
+func (n *Node) readPeer(ctx context.Context, p Peer) error {
+	if err := n.pull(ctx, p); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	synced := n.pulled[p.Name]
+	n.mu.Unlock()
+	if !synced {
+		return fmt.Errorf("%s lost its state and has not learned the cluster's records back", p.Name)
+	}
+	return nil
 }
 
 // heldBy counts the peers known to hold the newest event of register reg
