@@ -1256,7 +1256,14 @@ var errUncheckedRecords = errors.New("records this node cannot check")
 // own, but not 2^32 ahead), and this node's own old
 // events to learn its sequence numbers back, so that its new events are
 // not taken for old ones. Then it decides whether the node is synced.
-func (n *Node) pull(ctx context.Context, p Peer) error {
+func (n *Node) pull(ctx context.Context, p Peer) error { return n.pullRecords(ctx, p, false) }
+
+// pullRecords is pull; anyRound keeps the answer of a node that kept its
+// state even when its cover lapsed while the pull was out (an operator's
+// intent needs the peer's records, not a read that counts as catching up:
+// contact.ReadIn still ignores an answer of an older round). Under load
+// lapses come often, and refusing such answers left intents unanswered.
+func (n *Node) pullRecords(ctx context.Context, p Peer, anyRound bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// The answer counts only for the incarnation that asked: a node that
@@ -1293,7 +1300,7 @@ func (n *Node) pull(ctx context.Context, p Peer) error {
 		n.mu.Unlock()
 		return fmt.Errorf("records of %s: asked by incarnation %s, which has since lost its state", p.Name, asked)
 	}
-	if n.contact.Round() != round {
+	if n.contact.Round() != round && !(anyRound && n.synced) {
 		why := n.contact.Reason()
 		n.mu.Unlock()
 		return fmt.Errorf("records of %s: asked before this node may have missed news (it %s); asking again", p.Name, why)
@@ -1561,7 +1568,7 @@ func (n *Node) readQuorum(ctx context.Context, need int) error {
 
 // readPeer pulls p's records and says whether p kept its state.
 func (n *Node) readPeer(ctx context.Context, p Peer) error {
-	if err := n.pull(ctx, p); err != nil {
+	if err := n.pullRecords(ctx, p, true); err != nil {
 		return err
 	}
 	n.mu.Lock()

@@ -16,6 +16,12 @@ import (
 // opTimeout bounds one client operation: past it the operation is info.
 const opTimeout = 3 * time.Second
 
+// intentOpTimeout bounds a drain or undrain: longer than the 4 s a node
+// takes at most to read a majority and see its intent held (then it
+// answers 503), so that the node's answer, not the client's patience,
+// decides the outcome.
+const intentOpTimeout = 6 * time.Second
+
 // client runs the capture workload's operations for one process:
 //
 //	read     {"address": A} → {"address": A, "holder": NIC or nil}: where the
@@ -45,7 +51,11 @@ func (cl *client) Teardown(context.Context) error { return nil }
 func (cl *client) Close(context.Context) error    { return nil }
 
 func (cl *client) Invoke(ctx context.Context, op harness.Op) harness.Completion {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	limit := opTimeout
+	if op.F == "drain" || op.F == "undrain" {
+		limit = intentOpTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	switch op.F {
 	case "read":
