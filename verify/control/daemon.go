@@ -134,12 +134,16 @@ func Start(ctx context.Context, r Remote, d Daemon) (Proc, error) {
 	return Proc{Pid: pid, Start: start}, nil
 }
 
-// waitExec waits, in Start's line, until the new process is no longer
-// setsid: it has either become the program or failed to, and exited (a
-// zombie's exe cannot be read). Without it a program that cannot be
-// executed would look started. The bound (10 s) only keeps a wedged
-// machine from holding the line for ever.
-const waitExec = `i=0; while [ "$(readlink /proc/$pid/exe 2>/dev/null)" = "$se" ] && [ $i -lt 1000 ]; do i=$((i+1)); sleep 0.01; done; `
+// waitExec waits, in Start's line, until the new process is neither the
+// shell's fork that has not yet run setsid (its command line is still the
+// shell's own) nor setsid: it has either become the program or failed to,
+// and exited (a zombie's exe cannot be read). Without it a program that
+// cannot be executed would look started; without the first condition it
+// did on a loaded machine, when the line looked before the fork had run
+// setsid (CI, two suites at once: TestDaemonBadInput's missing program
+// "started"). The bound (10 s) only keeps a wedged machine from holding
+// the line for ever.
+const waitExec = `me=$(tr -d '\0' </proc/$$/cmdline); i=0; while { [ "$(readlink /proc/$pid/exe 2>/dev/null)" = "$se" ] || [ "$(tr -d '\0' </proc/$pid/cmdline 2>/dev/null)" = "$me" ]; } && [ $i -lt 1000 ]; do i=$((i+1)); sleep 0.01; done; `
 
 // tail is the log's last lines for an error message.
 func tail(ctx context.Context, r Remote, d Daemon) string {
