@@ -1106,20 +1106,7 @@ func (n *Node) Unreplicated(want map[capture.Key]capture.EpochRecord) []capture.
 			out = append(out, k)
 			continue
 		}
-		held := 0
-		for peer, box := range n.outbox {
-			// The origin of the register's event holds it: it wrote it
-			// before sending it. This node's outbox may still name the
-			// register for that peer (this node's own event of the same
-			// record, not yet acknowledged, which the peer's replaced):
-			// counting only the outbox refused an acquire whose record
-			// two nodes had published at once, and the row then waited
-			// a retry delay with the address on no NIC.
-			if !box[reg] || cur.Origin == peer {
-				held++
-			}
-		}
-		if held < need {
+		if n.heldLocked(reg, cur.Origin) < need {
 			out = append(out, k)
 		}
 	}
@@ -1506,12 +1493,15 @@ func (n *Node) EmitIntent(ctx context.Context, kind Kind, subject string) (Event
 	}
 	reg := e.Register()
 	for {
-		if n.heldBy(reg) >= n.ReplicationQuorum() {
+		n.mu.Lock()
+		held := n.heldLocked(reg, e.Origin)
+		n.mu.Unlock()
+		if held >= n.ReplicationQuorum() {
 			return e, nil
 		}
 		select {
 		case <-ctx.Done():
-			return e, fmt.Errorf("%w: %d of %d peers needed hold it (%v)", ErrIntentUnacknowledged, n.heldBy(reg), n.ReplicationQuorum(), ctx.Err())
+			return e, fmt.Errorf("%w: %d of %d peers needed hold it (%v)", ErrIntentUnacknowledged, held, n.ReplicationQuorum(), ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -1580,15 +1570,18 @@ func (n *Node) readPeer(ctx context.Context, p Peer) error {
 	return nil
 }
 
-// heldBy counts the peers known to hold the newest event of register reg
-// here: those whose outbox no longer names it (they acknowledged it, or
-// sent a newer one).
-func (n *Node) heldBy(reg string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// heldLocked counts the peers known to hold the newest event of register
+// reg, made by origin: those whose outbox no longer names it (they
+// acknowledged it, or sent a newer one), and its origin, which wrote it
+// before sending it. This node's outbox may still name the register for
+// the origin (this node's own event of the same record, not yet
+// acknowledged, which the peer's replaced): counting only the outbox
+// refused an acquire whose record two nodes had published at once, and
+// the row then waited a retry delay with the address on no NIC.
+func (n *Node) heldLocked(reg, origin string) int {
 	held := 0
-	for _, box := range n.outbox {
-		if !box[reg] {
+	for peer, box := range n.outbox {
+		if !box[reg] || peer == origin {
 			held++
 		}
 	}
