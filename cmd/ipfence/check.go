@@ -344,18 +344,23 @@ type timeoutResult struct {
 	Detail string         `json:"detail"`
 }
 
+// checkContext is the context of one file's check: --timeout's deadline,
+// or none when it is 0.
+func checkContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(context.Background(), timeout)
+	}
+	return context.WithCancel(context.Background())
+}
+
 // checkFile opens, reads and checks one file within its timeout, which
 // runs from the first byte: opening a FIFO, reading it, parsing and
 // checking all count. The work runs in a goroutine; the searches stop
 // themselves at the deadline, but a parse or a workload checker cannot be
 // interrupted, so the answer is given without them when the time is up.
 func checkFile(file string, timeout time.Duration, lim history.Limits, modelName string, format history.Format, check fileCheck, stream streamCheck) *fileOutcome {
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := checkContext(timeout)
+	defer cancel()
 	out := &fileOutcome{}
 	var phase atomic.Value // what the work is doing: "opening", "reading", ...
 	phase.Store("opening")
@@ -420,12 +425,8 @@ func checkFile(file string, timeout time.Duration, lim history.Limits, modelName
 // once the end marker is read, or the file has been idle for idle, and is
 // printed as a check of the finished file prints it.
 func followFile(file string, timeout, idle time.Duration, lim history.Limits, mk func(string) (follow.Checker, func() (any, string, func() error))) *fileOutcome {
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := checkContext(timeout)
+	defer cancel()
 	o := &fileOutcome{}
 	c, show := mk(file)
 	v, end, err := follow.Check(ctx, file, history.FollowOptions{Idle: idle, MaxLine: int(lim.MaxLine)}, c)
