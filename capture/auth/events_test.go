@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/ipfence/ipfence/capture/auth"
-	"github.com/ipfence/ipfence/internal/testpki"
+	"github.com/ipfence/ipfence/internal/testonly/testpki"
 )
 
 func eventKeys(t *testing.T, ca *testpki.CA, cn string) *auth.EventKeys {

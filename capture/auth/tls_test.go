@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfence/ipfence/internal/testpki"
+	"github.com/ipfence/ipfence/internal/testonly/testpki"
 )
 
 // testCA adapts testpki's CA to this file's calls.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // TestExampleCluster loads examples/cluster's three files and checks that

@@ -22,7 +22,7 @@ import (
 	"github.com/ipfence/ipfence/capture/daemon"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/internal/loopback"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 func binary(t testing.TB) string { return testenv.Binary(t) }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // TestClusterFullDiskHolder: the holder's data folder is a small tmpfs,

@@ -18,7 +18,7 @@ import (
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
 	"github.com/ipfence/ipfence/capture/federation"
-	"github.com/ipfence/ipfence/internal/testpki"
+	"github.com/ipfence/ipfence/internal/testonly/testpki"
 )
 
 // idCluster is three in-process nodes n1..n3 with a memory provider,

@@ -22,7 +22,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // The API key the nodes sign with, as the OCI config file names it; the

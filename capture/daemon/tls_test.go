@@ -16,7 +16,7 @@ import (
 	"github.com/ipfence/ipfence/capture/auth"
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
-	"github.com/ipfence/ipfence/internal/testpki"
+	"github.com/ipfence/ipfence/internal/testonly/testpki"
 )
 
 // Two nodes federated over mutual TLS instead of a shared secret: they

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/etcdline"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 func startEtcd(t *testing.T) (string, func(syscall.Signal)) { return testenv.Etcd(t) }

@@ -17,7 +17,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/memory"
 	"github.com/ipfence/ipfence/capture/store"
-	"github.com/ipfence/ipfence/internal/scenario"
+	"github.com/ipfence/ipfence/internal/testonly/scenario"
 )
 
 // execWorld is an executor scenario's node: its journal in a bbolt file

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/ipfence/ipfence/capture/auth"
-	"github.com/ipfence/ipfence/internal/testpki"
+	"github.com/ipfence/ipfence/internal/testonly/testpki"
 )
 
 // signers are event keys for names, issued by one CA.

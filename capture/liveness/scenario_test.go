@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture/liveness"
-	"github.com/ipfence/ipfence/internal/scenario"
+	"github.com/ipfence/ipfence/internal/testonly/scenario"
 )
 
 // The scenario files drive one node's Contact with times given as

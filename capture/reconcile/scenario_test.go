@@ -21,7 +21,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider/memory"
 	"github.com/ipfence/ipfence/capture/reconcile"
 	"github.com/ipfence/ipfence/capture/store"
-	"github.com/ipfence/ipfence/internal/scenario"
+	"github.com/ipfence/ipfence/internal/testonly/scenario"
 )
 
 // world is a scenario's cluster: a config of pools shared by every node,

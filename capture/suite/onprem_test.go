@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/l2lab"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/history"

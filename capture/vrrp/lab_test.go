@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/l2lab"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // requireKeepalived skips the test, or fails it under CI=true, unless it

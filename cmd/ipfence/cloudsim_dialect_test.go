@@ -32,7 +32,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/capture/provider/oci"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 func TestCloudsimDialectBadFlags(t *testing.T) {

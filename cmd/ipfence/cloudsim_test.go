@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 func TestCloudsimBadFlags(t *testing.T) {

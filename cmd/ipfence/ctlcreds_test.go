@@ -13,7 +13,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
-	"github.com/ipfence/ipfence/internal/testpki"
+	"github.com/ipfence/ipfence/internal/testonly/testpki"
 )
 
 // startCtlNode runs one node in this process, federated over mutual TLS

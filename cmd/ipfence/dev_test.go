@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // devConsole is a running `ipfence dev`: its stdout read line by line,

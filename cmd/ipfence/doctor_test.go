@@ -13,7 +13,8 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/internal/l2lab"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // TestDoctorUsage checks the refusals that need neither root nor a LAN.
@@ -49,7 +50,7 @@ func TestDoctorUsage(t *testing.T) {
 // TestDoctorLAN runs the real binary in the observer of a two-host lab
 // against no, one and two hosts answering for the address.
 func TestDoctorLAN(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 2})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 2})
 	bin := testenv.Binary(t)
 	drivers := map[string]*onprem.Driver{}
 	for _, h := range l.Hosts() {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfence/ipfence/internal/sshlab"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/sshlab"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // The etcd test through the binary on machines reached over SSH: the SSH

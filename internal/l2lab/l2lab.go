@@ -483,7 +483,7 @@ var defaultPrefixRE = regexp.MustCompile(`^(l2lab([0-9]+)-[0-9]+)-`)
 
 // SweepOrphans removes the labs with default prefixes whose process has
 // died without closing them (a test binary killed at its timeout, or a
-// crash); labs of live processes are left alone. ForTest calls it, so
+// crash); labs of live processes are left alone. l2labtest.New calls it, so
 // that one crashed run does not leave its namespaces behind for good.
 func SweepOrphans() error {
 	ipPath, err := exec.LookPath("ip")

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/l2lab"
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
 
@@ -60,7 +61,7 @@ func run(t *testing.T, cmd *exec.Cmd) string {
 // mobile address is unreachable until a host proxy-answers and routes it
 // (set up here by hand, as the on-prem driver does), and partitions.
 func TestLab(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 2})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 2})
 	hosts := l.Hosts()
 	if fmt.Sprint(hosts) != "[h1 h2]" || l.Observer() != "obs" || l.LANDevice() != "eth0" {
 		t.Fatalf("hosts %v, observer %q, LAN %q", hosts, l.Observer(), l.LANDevice())
@@ -173,7 +174,7 @@ func TestLab(t *testing.T) {
 // TestDoPanics checks that a panic in f comes back as an error, so that a
 // test's clean-up still runs, and that the thread is usable afterwards.
 func TestDoPanics(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 1})
 	err := l.Do("h1", func() error { panic("boom") })
 	if err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("Do with a panic: %v", err)
@@ -199,7 +200,7 @@ func TestDoPanics(t *testing.T) {
 // namespace and may be repeated.
 func TestClose(t *testing.T) {
 	prefix := fmt.Sprintf("l2close%d", os.Getpid())
-	l := l2lab.ForTest(t, l2lab.Options{Prefix: prefix, Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Prefix: prefix, Hosts: 1})
 	sleep := l.Command("wl-h1", "sleep", "60")
 	if err := sleep.Start(); err != nil {
 		t.Fatal(err)
@@ -251,7 +252,7 @@ func TestStaleLab(t *testing.T) {
 		run(t, exec.Command("ip", "netns", "add", ns))
 		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	}
-	l := l2lab.ForTest(t, l2lab.Options{Prefix: prefix, Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Prefix: prefix, Hosts: 1})
 	if err := l.ServeWorkload("h1", 7003); err != nil {
 		t.Fatal(err)
 	}

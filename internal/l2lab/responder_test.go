@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/l2lab"
+	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
 	"github.com/ipfence/ipfence/verify/arpwatch"
 )
 
 func TestSpareAddresses(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 2})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 2})
 	got, err := l.SpareAddresses(3)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestSpareAddresses(t *testing.T) {
 // host's MAC, never before its delay; after StopAfterNext it answers no
 // more, until Resume.
 func TestLateResponder(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 2})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 2})
 	if _, err := l.StartLateResponder("h9", 0); err == nil || !strings.Contains(err.Error(), `"h9"`) {
 		t.Errorf("a responder on h9: %v", err)
 	}

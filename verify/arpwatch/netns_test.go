@@ -17,6 +17,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/internal/l2lab"
+	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
 	"github.com/ipfence/ipfence/verify/arpwatch"
 )
 
@@ -28,7 +29,7 @@ type lab struct {
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	l := &lab{Lab: l2lab.ForTest(t, l2lab.Options{Hosts: 2}), drivers: map[string]*onprem.Driver{}}
+	l := &lab{Lab: l2labtest.New(t, l2lab.Options{Hosts: 2}), drivers: map[string]*onprem.Driver{}}
 	for _, h := range l.Hosts() {
 		err := l.Do(h, func() error {
 			d, err := onprem.New(onprem.Options{LAN: l.LANDevice(), WorkloadDevice: l.WorkloadDevice(h), GARPRepeatAfter: -1})

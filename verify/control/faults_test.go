@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/sshlab"
+	"github.com/ipfence/ipfence/internal/testonly/sshlab"
 	"github.com/ipfence/ipfence/verify/control"
 	"github.com/ipfence/ipfence/verify/netfault"
 )

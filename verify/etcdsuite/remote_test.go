@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/sshlab"
+	"github.com/ipfence/ipfence/internal/testonly/sshlab"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/control"
 	"github.com/ipfence/ipfence/verify/harness"

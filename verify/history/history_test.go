@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 func roundTrip(t testing.TB, events []Event) []Event {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
 	"github.com/ipfence/ipfence/verify/model"

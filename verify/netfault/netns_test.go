@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // prefixEnv passes the namespace prefix to a helper process.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 const (

@@ -27,6 +27,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/internal/l2lab"
+	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
 	"github.com/ipfence/ipfence/verify/arpwatch"
 )
 
@@ -184,7 +185,7 @@ func output(t testing.TB, cmd *exec.Cmd) string {
 // the LAN sees after each: who answers ARP, where the observer's traffic
 // lands, what each driver describes.
 func TestAcquireAndMove(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 2})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 2})
 	for _, h := range l.Hosts() {
 		if err := l.ServeWorkload(h, port); err != nil {
 			t.Fatal(err)
@@ -323,7 +324,7 @@ func (s *sniffer) garps(mac net.HardwareAddr, addr netip.Addr) []time.Time {
 // second one after the repeat delay, none for a released address, and a
 // re-acquire that restarts the delay.
 func TestGARP(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 1})
 	const (
 		count  = 4
 		repeat = 400 * time.Millisecond
@@ -402,7 +403,7 @@ func TestGARP(t *testing.T) {
 // TestAnnounce: a host that captures the address announces it again on
 // demand, one burst, no repeat; a host that does not sends nothing.
 func TestAnnounce(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 1})
 	d := newDriver(t, l, "h1", onprem.Options{GARPCount: 3, GARPRepeatAfter: -1})
 	s := sniff(t, l)
 	mac, addr, ctx := l.MAC("h1"), l.Address(), t.Context()
@@ -442,7 +443,7 @@ func TestAnnounce(t *testing.T) {
 // proxy entry, that releasing what is not held succeeds, and that entries
 // the driver did not make are left alone.
 func TestIdempotentAndOwned(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 1})
 	ctx := t.Context()
 	d := newDriver(t, l, "h1", onprem.Options{GARPRepeatAfter: -1, WorkloadNextHop: l.WorkloadNextHop("h1")})
 	if err := l.ServeWorkload("h1", port); err != nil {
@@ -504,7 +505,7 @@ func TestIdempotentAndOwned(t *testing.T) {
 
 // TestRefusals checks the requests a driver refuses.
 func TestRefusals(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 1})
 	ctx := t.Context()
 	d := newDriver(t, l, "h1", onprem.Options{})
 	other := provider.Request{NIC: "eth1", Address: l.Address()}
@@ -558,7 +559,7 @@ func TestNewRefusesOptions(t *testing.T) {
 // observer's neighbour entry named the new host: median and 99th
 // percentile, in microseconds.
 func BenchmarkMove(b *testing.B) {
-	l := l2lab.ForTest(b, l2lab.Options{Hosts: 2})
+	l := l2labtest.New(b, l2lab.Options{Hosts: 2})
 	if err := l.ServeWorkload("h1", port); err != nil {
 		b.Fatal(err)
 	}
@@ -660,7 +661,7 @@ func (k *hostKernel) proxy() bool {
 // GARPs ask one by one (a refusal mid-burst stops the burst there), and
 // Unassign and Announce ask too.
 func TestMutationsAskReadyLast(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 1})
 	const count = 4
 	d := newDriver(t, l, "h1", onprem.Options{GARPCount: count, GARPRepeatAfter: -1, GARPInterval: time.Millisecond})
 	k := kernelOf(t, l, "h1")

@@ -11,6 +11,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/internal/l2lab"
+	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
 )
 
 // The second burst asks StillHolder, with the address and the epoch of
@@ -19,7 +20,7 @@ import (
 // cut off must not draw the LAN's traffic back 5 s later. While the host
 // holds, the burst goes out as before.
 func TestSecondBurstAsksStillHolder(t *testing.T) {
-	l := l2lab.ForTest(t, l2lab.Options{Hosts: 1})
+	l := l2labtest.New(t, l2lab.Options{Hosts: 1})
 	const (
 		count  = 3
 		repeat = 400 * time.Millisecond

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
 // ForTest builds a lab for t and closes it when t ends. Without root, ip,

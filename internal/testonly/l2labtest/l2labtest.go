@@ -1,6 +1,8 @@
 //go:build linux
 
-package l2lab
+// Package l2labtest builds L2 labs for tests: it skips or fails a test
+// that lacks what a lab needs and closes the lab when the test ends.
+package l2labtest
 
 import (
 	"os"
@@ -8,14 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfence/ipfence/internal/testenv"
+	"github.com/ipfence/ipfence/internal/l2lab"
+	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
-// ForTest builds a lab for t and closes it when t ends, failing t if
+// New builds a lab for t and closes it when t ends, failing t if
 // closing fails; first it removes the labs that dead test processes left
-// (SweepOrphans). Without root, ip or nft it skips t, or fails it under
+// (l2lab.SweepOrphans). Without root, ip or nft it skips t, or fails it under
 // CI=true (testenv.Missing); any other error fails t.
-func ForTest(t testing.TB, o Options) *Lab {
+func New(t testing.TB, o l2lab.Options) *l2lab.Lab {
 	t.Helper()
 	var missing []string
 	if os.Geteuid() != 0 {
@@ -29,10 +32,10 @@ func ForTest(t testing.TB, o Options) *Lab {
 	if len(missing) > 0 {
 		testenv.Missing(t, "network namespace labs need %s", strings.Join(missing, " and "))
 	}
-	if err := SweepOrphans(); err != nil {
+	if err := l2lab.SweepOrphans(); err != nil {
 		t.Logf("removing labs of dead processes: %v", err)
 	}
-	l, err := New(o)
+	l, err := l2lab.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
