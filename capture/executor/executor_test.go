@@ -18,12 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/executor"
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/policy"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/store"
 )
 
@@ -54,7 +54,7 @@ func (c *calls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and a journal of 230 approved acquires with their forwarding rows, the
 // last address's gone stale.
 type batchEnv struct {
-	sim  *cloudsim.Server
+	sim  *ec2sim.Server
 	cnt  *calls
 	drv  *aws.Driver
 	st   *store.Store
@@ -65,7 +65,7 @@ type batchEnv struct {
 
 func newBatchEnv(t *testing.T) *batchEnv {
 	t.Helper()
-	sim, err := cloudsim.New(cloudsim.Config{NICs: []string{"eni-a", "eni-b"}, Subnet: netip.MustParsePrefix("10.0.0.0/16")})
+	sim, err := ec2sim.New(ec2sim.Config{NICs: []string{"eni-a", "eni-b"}, Subnet: netip.MustParsePrefix("10.0.0.0/16")})
 	if err != nil {
 		t.Fatal(err)
 	}

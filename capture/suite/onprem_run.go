@@ -14,8 +14,8 @@ import (
 	"time"
 
 	onpremdrv "github.com/ipfence/ipfence/capture/provider/onprem"
+	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
 	"github.com/ipfence/ipfence/internal/monotime"
-	"github.com/ipfence/ipfence/verify/arpwatch"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/harness"

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipfence/ipfence/verify/arpwatch"
+	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/verify/arpwatch"
+	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"

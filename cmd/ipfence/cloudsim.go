@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
 )
@@ -79,7 +79,7 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	default:
 		return usageErr("--dialect: %q is not ec2, arm or oci", *dialect)
 	}
-	c := cloudsim.Config{StateDir: *stateDir, Seed: *seed, Logger: slog.Default()}
+	c := ec2sim.Config{StateDir: *stateDir, Seed: *seed, Logger: slog.Default()}
 	if *nics != "" {
 		c.NICs = strings.Split(*nics, ",")
 	}
@@ -90,9 +90,9 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 		}
 		c.Subnet = p
 	}
-	sim, err := cloudsim.New(c)
+	sim, err := ec2sim.New(c)
 	if err != nil {
-		var ce *cloudsim.ConfigError
+		var ce *ec2sim.ConfigError
 		if errors.As(err, &ce) {
 			flagName := map[string]string{"NICs": "--nics", "Subnet": "--subnet", "StateDir": "--state"}[ce.Field]
 			return usageErr("%s: %v", flagName, ce.Err)

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
 )
 
@@ -452,7 +452,7 @@ func (w *holderWatch) run(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		var st cloudsim.State
+		var st ec2sim.State
 		err := jsonhttp.Do(ctx, client, http.MethodGet, w.sim+"/admin/state", nil, &st)
 		switch {
 		case ctx.Err() != nil:
@@ -473,7 +473,7 @@ func (w *holderWatch) run(ctx context.Context) {
 }
 
 // update prints the changes st shows since the last poll.
-func (w *holderWatch) update(st cloudsim.State) {
+func (w *holderWatch) update(st ec2sim.State) {
 	now := map[string][]string{}
 	for _, n := range st.NICs {
 		node := strings.TrimPrefix(n.ID, "eni-")

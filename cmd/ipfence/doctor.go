@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipfence/ipfence/verify/arpwatch"
+	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
 )
 
 // doctorResult is what doctor --json prints.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
 	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
-	"github.com/ipfence/ipfence/verify/arpwatch"
 )
 
 func TestSpareAddresses(t *testing.T) {

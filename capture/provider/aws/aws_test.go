@@ -20,10 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/providertest"
 )
 
@@ -85,7 +85,7 @@ func (c *counting) count(action string) int {
 
 // env is a simulator, the counter in front of it, and a driver on it.
 type env struct {
-	sim *cloudsim.Server
+	sim *ec2sim.Server
 	cnt *counting
 	srv *httptest.Server
 	drv *aws.Driver
@@ -93,7 +93,7 @@ type env struct {
 
 func newEnv(t *testing.T, nics []string) *env {
 	t.Helper()
-	sim, err := cloudsim.New(cloudsim.Config{NICs: nics})
+	sim, err := ec2sim.New(ec2sim.Config{NICs: nics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func newEnv(t *testing.T, nics []string) *env {
 // travels in the headers.
 type recorded struct {
 	*aws.Driver
-	sim *cloudsim.Server
+	sim *ec2sim.Server
 }
 
 func (r recorded) Mutations() []provider.Mutation { return r.sim.Mutations() }
@@ -134,34 +134,34 @@ func TestContract(t *testing.T) {
 // simFaults breaks the simulator through its fault settings.
 type simFaults struct {
 	t   *testing.T
-	sim *cloudsim.Server
+	sim *ec2sim.Server
 }
 
-func (f simFaults) set(fs cloudsim.Faults) {
+func (f simFaults) set(fs ec2sim.Faults) {
 	if err := f.sim.SetFaults(fs); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
 func (f simFaults) FailMutations(err error) {
-	code := cloudsim.CodeThrottled
+	code := ec2sim.CodeThrottled
 	if errors.Is(err, provider.ErrUnavailable) {
-		code = cloudsim.CodeInternal
+		code = ec2sim.CodeInternal
 	}
-	rates := []cloudsim.ErrorRate{{Code: code, Rate: 1}}
-	f.set(cloudsim.Faults{Errors: map[string][]cloudsim.ErrorRate{
+	rates := []ec2sim.ErrorRate{{Code: code, Rate: 1}}
+	f.set(ec2sim.Faults{Errors: map[string][]ec2sim.ErrorRate{
 		"AssignPrivateIpAddresses": rates, "UnassignPrivateIpAddresses": rates, "ModifyNetworkInterfaceAttribute": rates,
 	}})
 }
 
 func (f simFaults) SetDelay(d time.Duration) {
 	fs := f.sim.Faults()
-	fs.RemapDelay = cloudsim.Duration(d)
+	fs.RemapDelay = ec2sim.Duration(d)
 	f.set(fs)
 }
 
 func (f simFaults) Heal() {
-	f.set(cloudsim.Faults{})
+	f.set(ec2sim.Faults{})
 	if err := f.sim.Flush(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestAssignWaitsUntilVisible(t *testing.T) {
 	if err := e.drv.Assign(t.Context(), req("eni-a", 1), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.sim.SetFaults(cloudsim.Faults{RemapDelay: cloudsim.Duration(300 * time.Millisecond)}); err != nil {
+	if err := e.sim.SetFaults(ec2sim.Faults{RemapDelay: ec2sim.Duration(300 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -292,11 +292,11 @@ func TestErrors(t *testing.T) {
 // acquire time minus those 5 ms.
 func BenchmarkAcquireOverhead(b *testing.B) {
 	const latency = 5 * time.Millisecond
-	sim, err := cloudsim.New(cloudsim.Config{NICs: []string{"eni-a", "eni-b"}})
+	sim, err := ec2sim.New(ec2sim.Config{NICs: []string{"eni-a", "eni-b"}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := sim.SetFaults(cloudsim.Faults{ActionLatency: map[string]cloudsim.Duration{"AssignPrivateIpAddresses": cloudsim.Duration(latency)}}); err != nil {
+	if err := sim.SetFaults(ec2sim.Faults{ActionLatency: map[string]ec2sim.Duration{"AssignPrivateIpAddresses": ec2sim.Duration(latency)}}); err != nil {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(sim)

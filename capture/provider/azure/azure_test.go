@@ -17,10 +17,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/executor"
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/azure"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 )
@@ -365,7 +365,7 @@ func TestThrottled(t *testing.T) {
 // visible changes) when it returns.
 func TestAssignWaitsForTheOperation(t *testing.T) {
 	e := newEnv(t, []string{"nic-a"})
-	if err := e.sim.SetFaults(armsim.Faults{Delay: cloudsim.Duration(300 * time.Millisecond)}); err != nil {
+	if err := e.sim.SetFaults(armsim.Faults{Delay: ec2sim.Duration(300 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.drv.Assign(t.Context(), req("nic-a", 1), false); err != nil {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/azure"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/capture/provider/providertest"
@@ -49,7 +49,7 @@ func (f simFaults) FailMutations(err error) {
 
 func (f simFaults) SetDelay(d time.Duration) {
 	fs := f.sim.Faults()
-	fs.Delay = cloudsim.Duration(d)
+	fs.Delay = ec2sim.Duration(d)
 	if err := f.sim.SetFaults(fs); err != nil {
 		f.t.Fatal(err)
 	}

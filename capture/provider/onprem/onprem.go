@@ -49,7 +49,7 @@
 // A driver acts on its own host only. Another host's proxy-ARP is neither
 // visible nor revocable from here, so there is no atomic move: Assign's
 // reassign flag has no effect, and two hosts that both acquire both answer
-// (a split brain, which verify/arpwatch and `ipfence doctor` detect).
+// (a split brain, which capture/provider/onprem/arpwatch and `ipfence doctor` detect).
 // Authority must come from elsewhere (VRRP mastership in the capture
 // design); a non-master must not acquire.
 //

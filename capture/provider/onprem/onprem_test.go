@@ -26,9 +26,9 @@ import (
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
+	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
 	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
-	"github.com/ipfence/ipfence/verify/arpwatch"
 )
 
 // The port every workload serves on.

@@ -15,17 +15,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/epochtag"
 )
 
 // Headers a caller may send with a PUT: the EC2 dialect's, recorded with
 // every mutation the PUT makes.
 const (
-	HeaderEpoch          = cloudsim.HeaderEpoch
-	HeaderIdempotencyKey = cloudsim.HeaderIdempotencyKey
-	HeaderAddress        = cloudsim.HeaderAddress
+	HeaderEpoch          = ec2sim.HeaderEpoch
+	HeaderIdempotencyKey = ec2sim.HeaderIdempotencyKey
+	HeaderAddress        = ec2sim.HeaderAddress
 	// HeaderAddresses lists the addresses of a PUT carrying several
 	// actions; HeaderEpoch and HeaderIdempotencyKey then hold as many
 	// comma-separated values, the i-th address's mutation recorded with

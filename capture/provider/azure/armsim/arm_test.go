@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
-	"github.com/ipfence/ipfence/capture/cloudsim"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/internal/monotime"
 )
@@ -206,7 +206,7 @@ func (e *env) poll(a answer) string {
 // when it becomes visible.
 func TestPutIsALongRunningOperation(t *testing.T) {
 	e := newEnv(t, armsim.Limits{Off: true})
-	if err := e.sim.SetFaults(armsim.Faults{Delay: cloudsim.Duration(5 * time.Second)}); err != nil {
+	if err := e.sim.SetFaults(armsim.Faults{Delay: ec2sim.Duration(5 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	before := etag(e.do("GET", e.nicPath("nic-a"), nil, nil))
@@ -388,7 +388,7 @@ func TestInjectedErrors(t *testing.T) {
 		{Errors: map[string][]armsim.ErrorRate{"Nope": {{Code: armsim.CodeInternal, Rate: 1}}}},
 		{Errors: map[string][]armsim.ErrorRate{armsim.OpGet: {{Code: "Teapot", Rate: 1}}}},
 		{Errors: map[string][]armsim.ErrorRate{armsim.OpGet: {{Code: armsim.CodeInternal, Rate: 0.7}, {Code: armsim.CodeTooManyRequests, Rate: 0.7}}}},
-		{Latency: cloudsim.Duration(-time.Second)},
+		{Latency: ec2sim.Duration(-time.Second)},
 	} {
 		if err := e.sim.SetFaults(bad); err == nil {
 			t.Errorf("faults %+v accepted", bad)
@@ -496,7 +496,7 @@ func TestAdminMutationsShape(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := &env{t: t, sim: sim, srv: srv}
 	// A delay no test waits out: the change becomes visible at the flush.
-	if err := sim.SetFaults(armsim.Faults{Delay: cloudsim.Duration(time.Hour)}); err != nil {
+	if err := sim.SetFaults(armsim.Faults{Delay: ec2sim.Duration(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	cur := etag(e.do("GET", e.nicPath("nic-b"), nil, nil))

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ipfence/ipfence/capture/cloudsim"
+	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 )
 
 // Operations, as ARM's swagger names them; the keys of Faults'
@@ -38,15 +38,15 @@ var injectedStatus = map[string]int{CodeTooManyRequests: 429, CodeInternal: 500,
 // injects nothing.
 type Faults struct {
 	// Latency delays every ARM call before it is served.
-	Latency cloudsim.Duration `json:"latency"`
+	Latency ec2sim.Duration `json:"latency"`
 	// OperationLatency replaces Latency for the operations it names.
-	OperationLatency map[string]cloudsim.Duration `json:"operationLatency,omitempty"`
+	OperationLatency map[string]ec2sim.Duration `json:"operationLatency,omitempty"`
 	// Errors fails calls of an operation (or of any, under AnyOperation)
 	// at the given rates, before they change anything.
 	Errors map[string][]ErrorRate `json:"errors,omitempty"`
 	// Delay makes the changes of PUTs accepted from now on visible, and
 	// their operations Succeeded, only this much later.
-	Delay cloudsim.Duration `json:"delay"`
+	Delay ec2sim.Duration `json:"delay"`
 }
 
 // ErrorRate is the probability, from 0 to 1, that a call fails with Code.

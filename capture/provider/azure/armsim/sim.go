@@ -6,7 +6,7 @@
 // group's NICs, and the Azure-AsyncOperation status a PUT is polled
 // through. The placement of secondary addresses, forwarding
 // (enableIPForwarding), late visibility and the record of mutations are
-// capture/provider/memory's, as in the EC2 dialect (capture/cloudsim), so
+// capture/provider/memory's, as in the EC2 dialect (capture/provider/aws/ec2sim), so
 // the single-holder and fence checkers read this record unchanged.
 //
 // # The ARM API

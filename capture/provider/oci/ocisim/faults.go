@@ -30,7 +30,7 @@ var injectedStatus = map[string]int{
 }
 
 // Faults are what the simulator does wrong on purpose, with the knobs of
-// the EC2 dialect (capture/cloudsim) and a token bucket besides. The zero
+// the EC2 dialect (capture/provider/aws/ec2sim) and a token bucket besides. The zero
 // value injects nothing.
 type Faults struct {
 	// Latency delays every API call before it is served (and before any

@@ -3,7 +3,7 @@
 // flag, served over the REST API of OCI's Networking service (the paths,
 // JSON, headers and errors the unmodified OCI Go SDK's
 // core.VirtualNetworkClient speaks), with the fault knobs of the EC2
-// dialect (capture/cloudsim) and throttling.
+// dialect (capture/provider/aws/ec2sim) and throttling.
 //
 // The placement of secondary addresses, forwarding, late visibility and
 // the record of mutations are memory.Provider's, as in the EC2 dialect, so

@@ -1,4 +1,4 @@
-package cloudsim
+package ec2sim
 
 import (
 	"encoding/json"

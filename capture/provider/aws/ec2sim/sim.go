@@ -1,4 +1,7 @@
-// Package cloudsim is a cloud simulator: NICs in one subnet that carry
+// Package ec2sim fakes EC2 beside the AWS driver, as httptest sits beside
+// net/http, and is the core of the cloud simulator (`ipfence cloudsim`)
+// that the Azure and OCI fakes (armsim, ocisim) build on: NICs in one
+// subnet that carry
 // secondary private IPs and a source/dest check flag, served over the EC2
 // Query API (the wire format the unmodified AWS SDK speaks) and over a JSON
 // admin API that injects faults and shows the authoritative record of every
@@ -56,7 +59,7 @@
 //	503 RequestLimitExceeded                injected (see Faults); 500 InternalError also when a
 //	                                        change could not be saved, and 503 Unavailable when
 //	                                        the server stops while a call waits
-package cloudsim
+package ec2sim
 
 import (
 	"context"
