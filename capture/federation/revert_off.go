@@ -3,7 +3,7 @@
 package federation
 
 // The revert switches: both false in every normal build. The revert test
-// (capture/suite/revert_test.go) builds ipfence with the tag
+// (jepsen/capturesuite/revert_test.go) builds ipfence with the tag
 // ipfence_revert_overflow (the door's counter bounds off) or
 // ipfence_revert_amnesia (a new incarnation acts at once, as if synced,
 // at records no peer holds) to

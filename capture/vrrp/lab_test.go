@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/jepsen/l2lab"
 )
 
 // requireKeepalived skips the test, or fails it under CI=true, unless it

@@ -12,9 +12,9 @@ import (
 
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
-	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/jepsen/l2lab"
 )
 
 // TestDoctorUsage checks the refusals that need neither root nor a LAN.

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ipfence/ipfence/capture/suite"
+	"github.com/ipfence/ipfence/jepsen/capturesuite"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/linear"
@@ -25,17 +25,17 @@ import (
 // one this user can (partitions go through the harness's proxies; only
 // disk, which mounts a tmpfs per node, needs root and is left out for
 // others).
-var defaultNemeses = suite.Available()
+var defaultNemeses = capturesuite.Available()
 
 // nemesisHelp is --nemesis's help: the kinds, and those that need root.
 func nemesisHelp() string {
 	var root []string
-	for _, k := range suite.Nemeses {
-		if why := suite.NeedsRoot[k]; why != "" {
+	for _, k := range capturesuite.Nemeses {
+		if why := capturesuite.NeedsRoot[k]; why != "" {
 			root = append(root, k+" needs root: "+why)
 		}
 	}
-	return "faults to inject, comma-separated: " + strings.Join(suite.Nemeses, ",") + ", or none;\nthe default is every one this user may run (" + strings.Join(root, "; ") + ")"
+	return "faults to inject, comma-separated: " + strings.Join(capturesuite.Nemeses, ",") + ", or none;\nthe default is every one this user may run (" + strings.Join(root, "; ") + ")"
 }
 
 // tests are the tests `ipfence test` runs, by name.
@@ -95,7 +95,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	store := fs.String("store", "store", "folder the run is saved under, as DIR/capture/<time>/")
 	netMode := fs.String("net", "proxy", "how partitions cut links: proxy (a TCP proxy on every node-to-node link,\nunprivileged) or netns (network namespaces and nftables; root)")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "start the nodes with the gate turned off: the planted bug the test must catch")
-	prov := fs.String("provider", "aws", "aws (the cloud simulator's EC2 dialect, the AWS driver), azure (its ARM dialect, the Azure\ndriver), oci (its OCI dialect, the OCI driver); cloud is another name for aws; or onprem\n(proxy-ARP under keepalived in an L2 lab of network namespaces; needs --net netns and root;\nnemeses: "+strings.Join(suite.OnPremNemeses, ",")+")")
+	prov := fs.String("provider", "aws", "aws (the cloud simulator's EC2 dialect, the AWS driver), azure (its ARM dialect, the Azure\ndriver), oci (its OCI dialect, the OCI driver); cloud is another name for aws; or onprem\n(proxy-ARP under keepalived in an L2 lab of network namespaces; needs --net netns and root;\nnemeses: "+strings.Join(capturesuite.OnPremNemeses, ",")+")")
 	pos, code, ok := parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -119,16 +119,16 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	nemSet := false
 	fs.Visit(func(f *flag.Flag) { nemSet = nemSet || f.Name == "nemesis" })
 	switch {
-	case *prov == suite.CloudAlias || slices.Contains(suite.Clouds, *prov):
+	case *prov == capturesuite.CloudAlias || slices.Contains(capturesuite.Clouds, *prov):
 	case *prov == "onprem":
 		if !nemSet {
-			kinds = suite.OnPremNemeses
+			kinds = capturesuite.OnPremNemeses
 		}
 		if *netMode != "netns" {
 			return fail("--provider onprem needs --net netns: its hosts are network namespaces on one L2 segment")
 		}
 	default:
-		return fail("--provider: %q is not one of %s, %s (another name for %s) or onprem", *prov, strings.Join(suite.Clouds, ", "), suite.CloudAlias, suite.Clouds[0])
+		return fail("--provider: %q is not one of %s, %s (another name for %s) or onprem", *prov, strings.Join(capturesuite.Clouds, ", "), capturesuite.CloudAlias, capturesuite.Clouds[0])
 	}
 	if *netMode != "proxy" && *netMode != "netns" {
 		return fail("--net: %q is not proxy or netns", *netMode)
@@ -142,12 +142,12 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop, tty := interruptible(stdout)
 	defer stop()
-	o := suite.Options{
+	o := capturesuite.Options{
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
 		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced, Provider: *prov,
 		Command: append([]string{"ipfence", "test", "capture"}, args...), Progress: stdout, TTY: tty,
 	}
-	out, err := suite.Run(ctx, o)
+	out, err := capturesuite.Run(ctx, o)
 	return finish(out, err, stdout, stderr, printSummary)
 }
 
@@ -406,7 +406,7 @@ func linearFinding(failure any) (string, bool) {
 		return "", false
 	}
 	who := fmt.Sprintf("process %d", f.Op.Process)
-	if f.Op.Process == suite.MutationProcess {
+	if f.Op.Process == capturesuite.MutationProcess {
 		who = "the provider"
 	}
 	where := ""

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipfence/ipfence/capture/suite"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/jepsen/capturesuite"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
@@ -142,7 +142,7 @@ func TestTestCaptureOnEachCloud(t *testing.T) {
 			// counts them, and none executes on Azure. On OCI a stale create
 			// of an address whose private IP was deleted can still execute
 			// (the record went with it), so there the run may be INVALID;
-			// capture/suite's TestCaptureOCICatchesDisabledFence checks that
+			// jepsen/capturesuite's TestCaptureOCICatchesDisabledFence checks that
 			// nothing else does, and TestCaptureCatchesCloudWallReverted that
 			// without the wall both clouds are INVALID.
 			cmd := exec.Command(bin, "test", "capture", "--provider", tc.cloud, "--unsafe-disable-fence", "--time-limit", "20s", "--nemesis", "none", "--seed", "1", "--store", store)
@@ -441,7 +441,7 @@ func TestSummaryExplainsFailure(t *testing.T) {
 			"failover":    {Valid: linear.True, Fields: map[string]any{"failovers": 0}},
 			"linear": {Valid: linear.False, Fields: map[string]any{"ops": 2668, "failure": &lincheck.Failure{
 				Partition: "address 10.0.1.11", State: `held by "eni-n1" at epoch 3`,
-				Op: lincheck.OpRef{Process: suite.MutationProcess, Index: 540, Op: `unassign from "eni-n1" at epoch 2`}}}},
+				Op: lincheck.OpRef{Process: capturesuite.MutationProcess, Index: 540, Op: `unassign from "eni-n1" at epoch 2`}}}},
 			"stats": {Valid: linear.True, Fields: map[string]any{}},
 		}}}}
 	var b strings.Builder

@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ipfence/ipfence/jepsen/etcdsuite"
 	"github.com/ipfence/ipfence/verify/checker"
-	"github.com/ipfence/ipfence/verify/etcdsuite"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/linear"
 )

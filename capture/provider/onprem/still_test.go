@@ -10,8 +10,8 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
-	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
+	"github.com/ipfence/ipfence/jepsen/l2lab"
 )
 
 // The second burst asks StillHolder, with the address and the epoch of

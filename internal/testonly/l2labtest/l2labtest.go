@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/jepsen/l2lab"
 )
 
 // New builds a lab for t and closes it when t ends, failing t if

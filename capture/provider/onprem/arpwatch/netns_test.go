@@ -17,8 +17,8 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
-	"github.com/ipfence/ipfence/internal/l2lab"
 	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
+	"github.com/ipfence/ipfence/jepsen/l2lab"
 )
 
 // lab is a two-host lab with an on-prem driver on each host.
