@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
 	"github.com/ipfence/ipfence/verify/follow"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/isolation"
@@ -26,6 +27,14 @@ import (
 	"github.com/ipfence/ipfence/verify/model"
 	"github.com/ipfence/ipfence/verify/workload"
 )
+
+// The capture test's owner model lives beside the test; registering it
+// lets `check --model capture-owner` read the test's capture-owner.jsonl.
+func init() {
+	if err := model.Register(ownermodel.Model{}); err != nil {
+		panic(err)
+	}
+}
 
 // checkNames lists every --model value: the linearizability models, the
 // transactional workloads, and the Jepsen workload checkers.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/history"
@@ -185,7 +186,7 @@ func TestOwnerHistory(t *testing.T) {
 	if strings.Join(got, "|") != want {
 		t.Fatalf("merged %s", strings.Join(got, "|"))
 	}
-	lin := checker.Linearizable(checker.LinearOptions{Model: mustModel("capture-owner"), History: ownerHistory(col)})
+	lin := checker.Linearizable(checker.LinearOptions{Model: ownermodel.Model{}, History: ownerHistory(col)})
 	if res := lin.Check(context.Background(), run(t, slices.Clone(events))); res.Valid != linear.True {
 		t.Fatalf("%+v", res)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
@@ -238,7 +239,7 @@ func TestOwnerHistoryARMAcceptance(t *testing.T) {
 		accepted(rec(3, "unassign-secondary-ip", "nic-n1", "a", 2, ""), 2),
 		accepted(rec(3.1, "assign-secondary-ip", "nic-n2", "a", 2, ""), 2.1),
 	}}
-	lin := checker.Linearizable(checker.LinearOptions{Model: mustModel("capture-owner"), History: ownerHistory(col)})
+	lin := checker.Linearizable(checker.LinearOptions{Model: ownermodel.Model{}, History: ownerHistory(col)})
 	if res := lin.Check(t.Context(), run(t, slices.Clone(events))); res.Valid != linear.True {
 		t.Fatalf("placed at acceptance: %+v", res)
 	}

@@ -28,10 +28,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/harness"
-	"github.com/ipfence/ipfence/verify/model"
 	"github.com/ipfence/ipfence/verify/nemesis"
 	"github.com/ipfence/ipfence/verify/netfault"
 )
@@ -228,7 +228,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 			"damage":        damageChecker(damaged),
 			"hostile":       hostileChecker(hostile),
 			"linear": checker.Linearizable(checker.LinearOptions{
-				Model: mustModel("capture-owner"), History: ownerHistory(col), Timeout: time.Minute}),
+				Model: ownermodel.Model{}, History: ownerHistory(col), Timeout: time.Minute}),
 			"stats":  checker.Stats(),
 			"errors": checker.UnhandledErrors(),
 			"perf":   checker.Perf(),
@@ -265,14 +265,6 @@ func faultChoices(nodes, want []string) (nemesis.Choices, []string) {
 		}
 	}
 	return choices, kinds
-}
-
-func mustModel(name string) model.Model {
-	m, err := model.Lookup(name)
-	if err != nil {
-		panic(err)
-	}
-	return m
 }
 
 // workload is the whole schedule: clients and faults until the recovery,

@@ -1,15 +1,17 @@
 // Package model holds the sequential specifications that histories are
 // checked against: registers, a compare-and-set register, multi-registers,
-// a key-value store, a mutex, a set, a FIFO queue and the capture owner of
-// mobile addresses with its fencing epoch. A model compiles the
-// operations of a history into partitions of integer-coded operations for
-// the linear checker; the values themselves never reach the search.
+// a key-value store, a mutex, a set and a FIFO queue; Register adds a
+// program's own. A model compiles the operations of a history into
+// partitions of integer-coded operations for the linear checker; the
+// values themselves never reach the search.
 package model
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
@@ -69,26 +71,57 @@ var models = []Model{
 	mutexModel{},
 	setModel{},
 	queueModel{},
-	captureModel{},
 	independentModel{registerModel{cas: false}},
 	independentModel{registerModel{cas: true}},
 }
 
-// Names lists the model names.
+// registered holds the models Register added, after the built-in ones;
+// a program registers its models at its start, before any Lookup, but a
+// lock keeps a late one safe.
+var (
+	registeredMu sync.RWMutex
+	registered   []Model
+)
+
+// Register adds m to the models that Names, All and Lookup know, so that a
+// program's own model is found by name as the built-in ones are (on its
+// command line, say). A name already known is refused: a model is never
+// replaced behind the back of a check that looked it up.
+func Register(m Model) error {
+	if m == nil || m.Name() == "" {
+		return errors.New("model.Register: a model needs a name")
+	}
+	registeredMu.Lock()
+	defer registeredMu.Unlock()
+	for _, k := range append(slices.Clip(models), registered...) {
+		if k.Name() == m.Name() {
+			return fmt.Errorf("model.Register: a model named %q is already known", m.Name())
+		}
+	}
+	registered = append(registered, m)
+	return nil
+}
+
+// Names lists the model names: the built-in ones, then the registered.
 func Names() []string {
-	out := make([]string, len(models))
-	for i, m := range models {
+	all := All()
+	out := make([]string, len(all))
+	for i, m := range all {
 		out[i] = m.Name()
 	}
 	return out
 }
 
 // All returns every model, in the order Names lists them.
-func All() []Model { return slices.Clone(models) }
+func All() []Model {
+	registeredMu.RLock()
+	defer registeredMu.RUnlock()
+	return append(slices.Clone(models), registered...)
+}
 
 // Lookup finds a model by name.
 func Lookup(name string) (Model, error) {
-	for _, m := range models {
+	for _, m := range All() {
 		if m.Name() == name {
 			return m, nil
 		}

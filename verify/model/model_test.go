@@ -262,7 +262,7 @@ func TestCompileErrors(t *testing.T) {
 			t.Errorf("%s %s: got %v, want %q", c.model, c.history, err, c.want)
 		}
 	}
-	if _, err := Lookup("knossos"); err == nil || err.Error() != `unknown model "knossos"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue, capture-owner, independent-register, independent-cas-register` {
+	if _, err := Lookup("knossos"); err == nil || err.Error() != `unknown model "knossos"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue, independent-register, independent-cas-register` {
 		t.Errorf("Lookup: %v", err)
 	}
 }
@@ -320,35 +320,6 @@ var references = map[string]reference{
 			return q[1:], o.Pending() || fmt.Sprint(o.Output) == q[:1]
 		},
 	},
-	"capture-owner": {
-		init: func() any { return capRef{} },
-		step: func(s any, o *history.Op) (any, bool) {
-			st := s.(capRef)
-			in := o.Input.(map[string]history.Value)
-			if o.F == "read" {
-				if o.Pending() {
-					return st, true
-				}
-				h, _ := o.Output.(map[string]history.Value)["holder"].(string)
-				return st, h == st.holder
-			}
-			nic, epoch := in["nic"].(string), in["epoch"].(int64)
-			if o.F == "forward" && nic != st.holder {
-				return st, true
-			}
-			if epoch < st.epoch {
-				return st, false
-			}
-			switch {
-			case o.F == "assign":
-				st.holder = nic
-			case o.F == "unassign" && st.holder == nic:
-				st.holder = ""
-			}
-			st.epoch = epoch
-			return st, true
-		},
-	},
 	"mutex": {
 		init: func() any { return false },
 		step: func(s any, o *history.Op) (any, bool) {
@@ -359,12 +330,6 @@ var references = map[string]reference{
 			return false, held
 		},
 	},
-}
-
-// capRef is the capture owner's reference state.
-type capRef struct {
-	holder string
-	epoch  int64
 }
 
 // bruteForce tries every real-time-respecting order, pending ops anywhere
@@ -443,11 +408,6 @@ func randomOps(r *rand.Rand, modelName string, n int) []history.Event {
 				}
 			case "mutex":
 				e = history.Event{F: []string{"acquire", "release"}[r.IntN(2)]}
-			case "capture-owner":
-				e = history.Event{F: []string{"read", "assign", "unassign", "forward"}[r.IntN(4)], Value: map[string]history.Value{"address": "a"}}
-				if e.F != "read" {
-					e.Value = map[string]history.Value{"address": "a", "nic": []string{"n1", "n2"}[r.IntN(2)], "epoch": int64(r.IntN(3))}
-				}
 			}
 			e.Process, e.Type = history.Process(p), history.Invoke
 			open[p] = e
@@ -475,9 +435,7 @@ func randomOps(r *rand.Rand, modelName string, n int) []history.Event {
 		case x == 1:
 			c.Type = history.Fail
 		}
-		if c.Type == history.OK && inv.F == "read" && modelName == "capture-owner" {
-			c.Value = map[string]history.Value{"address": "a", "holder": []history.Value{nil, "n1", "n2"}[r.IntN(3)]}
-		} else if c.Type == history.OK && (inv.F == "read" || inv.F == "dequeue") {
+		if c.Type == history.OK && (inv.F == "read" || inv.F == "dequeue") {
 			if r.IntN(4) == 0 {
 				c.Value = nil
 			} else {
@@ -529,5 +487,36 @@ func TestModelsAgreeWithBruteForce(t *testing.T) {
 				t.Fatalf("lopsided: %v", counts)
 			}
 		})
+	}
+}
+
+// A registered model is found by name and listed after the built-in ones;
+// a second model of a name already known, built-in or registered, is
+// refused, and the first stays.
+func TestRegister(t *testing.T) {
+	saved := registered
+	t.Cleanup(func() { registered = saved })
+	mine := Funcs[int]{Name: "counter-of-mine", Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s + 1, true }}.Model()
+	if err := Register(mine); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Lookup("counter-of-mine"); err != nil || m.Name() != "counter-of-mine" {
+		t.Fatalf("Lookup: %v %v", m, err)
+	}
+	if got := Names(); got[len(got)-1] != "counter-of-mine" || len(got) != len(models)+1 {
+		t.Fatalf("Names: %v", got)
+	}
+	other := Funcs[int]{Name: "counter-of-mine", Doc: "another", Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }}.Model()
+	if err := Register(other); err == nil || err.Error() != `model.Register: a model named "counter-of-mine" is already known` {
+		t.Fatalf("second of a name: %v", err)
+	}
+	if err := Register(Funcs[int]{Name: "cas-register", Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s, true }}.Model()); err == nil {
+		t.Fatal("a built-in name was taken")
+	}
+	if m, _ := Lookup("counter-of-mine"); m.Doc() != "a model written as functions" {
+		t.Fatalf("the first was replaced: %q", m.Doc())
+	}
+	if len(All()) != len(models)+1 {
+		t.Fatalf("All: %d models", len(All()))
 	}
 }

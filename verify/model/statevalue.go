@@ -73,11 +73,6 @@ func (s *multiSpec) StateValue(st linear.State) (history.Value, bool) {
 	return out, true
 }
 
-// StateValue is the holder's NIC and the epoch.
-func (s *captureSpec) StateValue(st linear.State) (history.Value, bool) {
-	return map[string]history.Value{"holder": s.nics.vals[uint32(st>>32)], "epoch": int64(uint32(st))}, true
-}
-
 // StateValue is the state as a value, unless the model describes its
 // states itself (Describe) or the state is not one a history can hold.
 func (s *funcsSpec[S]) StateValue(st linear.State) (history.Value, bool) {

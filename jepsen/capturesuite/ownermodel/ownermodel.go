@@ -1,4 +1,11 @@
-package model
+// Package ownermodel is the capture owner as a sequential specification
+// for the linearizability checker: per mobile address, the NIC that holds
+// it and the highest fencing epoch the provider applied to it. It lives
+// beside the capture test, which checks the provider's record against it,
+// rather than in verify/model, whose models know nothing of ipfence; the
+// toolkit's binary registers it (model.Register) so that
+// `check --model capture-owner` reads the capture test's files.
+package ownermodel
 
 import (
 	"fmt"
@@ -6,9 +13,10 @@ import (
 
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
+	"github.com/ipfence/ipfence/verify/model"
 )
 
-// captureModel is the capture owner of mobile addresses at a provider: per
+// Model is the capture owner of mobile addresses at a provider: per
 // address, the NIC that holds it (or none) and the highest fencing epoch
 // applied to it. Reads observe the holder; assign, unassign and forward are
 // the provider's mutations, each carrying the epoch of the action that made
@@ -23,10 +31,13 @@ import (
 // takes it off the NIC if the NIC holds it and changes nothing otherwise; a
 // forward on the holder's NIC changes no holder, only the epoch, and a
 // forward on another NIC changes nothing and is not fenced.
-type captureModel struct{}
+type Model struct{}
 
-func (captureModel) Name() string { return "capture-owner" }
-func (captureModel) Doc() string {
+// Name is the model's name on the command line: capture-owner.
+func (Model) Name() string { return "capture-owner" }
+
+// Doc describes the operations the model accepts.
+func (Model) Doc() string {
 	return "holder and fencing epoch per address: read, assign, unassign, forward on {address, nic, epoch}; partitioned by address"
 }
 
@@ -50,7 +61,7 @@ type capOp struct {
 type captureSpec struct {
 	addr string
 	ops  []capOp
-	nics *values
+	nics *nics
 }
 
 func capState(holder, epoch uint32) linear.State {
@@ -111,7 +122,9 @@ func (s *captureSpec) DescribeOp(i int) string {
 	return fmt.Sprintf("forwarding on %s at epoch %d", s.nics.show(o.nic), o.epoch)
 }
 
-func (m captureModel) Compile(ops []history.Op, _ Options) ([]linear.Partition, error) {
+// Compile makes one partition per address; an operation it cannot read is
+// refused with a *model.OpError naming it.
+func (m Model) Compile(ops []history.Op, _ model.Options) ([]linear.Partition, error) {
 	index := map[string]int{}
 	var specs []*captureSpec
 	var parts []linear.Partition
@@ -132,7 +145,7 @@ func (m captureModel) Compile(ops []history.Op, _ Options) ([]linear.Partition, 
 		if !seen {
 			pi = len(specs)
 			index[addr] = pi
-			specs = append(specs, &captureSpec{addr: addr, nics: newValues()})
+			specs = append(specs, &captureSpec{addr: addr, nics: newNICs()})
 			parts = append(parts, linear.Partition{Label: "address " + addr, Spec: specs[pi]})
 		}
 		spec := specs[pi]
@@ -151,10 +164,15 @@ func (m captureModel) Compile(ops []history.Op, _ Options) ([]linear.Partition, 
 			if !present {
 				return nil, opErr(o, "read result has no holder: %s", history.Show(o.Output))
 			}
-			if _, isStr := h.(string); h != nil && !isStr {
+			hs, isStr := h.(string)
+			if h != nil && !isStr {
 				return nil, opErr(o, "read holder must be a string or nil, found %s", history.Show(h))
 			}
-			co = capOp{kind: capRead, nic: spec.nics.id(h)}
+			var holder uint32 // none
+			if isStr {
+				holder = spec.nics.id(hs)
+			}
+			co = capOp{kind: capRead, nic: holder}
 		case "assign", "unassign", "forward":
 			nic, ok := in["nic"].(string)
 			if !ok || nic == "" {
@@ -166,10 +184,60 @@ func (m captureModel) Compile(ops []history.Op, _ Options) ([]linear.Partition, 
 			}
 			co = capOp{kind: map[string]capKind{"assign": capAssign, "unassign": capUnassign, "forward": capForward}[o.F], nic: spec.nics.id(nic), epoch: uint32(e)}
 		default:
-			return nil, unknownF(o, m.Name(), "read", "assign", "unassign", "forward")
+			return nil, opErr(o, "model %s has no operation %q (valid: read, assign, unassign, forward)", m.Name(), o.F)
 		}
 		spec.ops = append(spec.ops, co)
 		parts[pi].Ops = append(parts[pi].Ops, interval(o, id))
 	}
 	return parts, nil
+}
+
+// StateValue is the holder's NIC and the epoch, for pages that show
+// states in JSON.
+func (s *captureSpec) StateValue(st linear.State) (history.Value, bool) {
+	return map[string]history.Value{"holder": s.nics.value(uint32(st >> 32)), "epoch": int64(uint32(st))}, true
+}
+
+// nics interns NIC names as small integers; 0 is none (nil).
+type nics struct {
+	ids   map[string]uint32
+	names []string
+}
+
+func newNICs() *nics { return &nics{ids: map[string]uint32{}, names: []string{""}} }
+
+// id is the NIC's number (never 0: an empty name read back is not "none").
+func (n *nics) id(name string) uint32 {
+	if id, ok := n.ids[name]; ok {
+		return id
+	}
+	id := uint32(len(n.names))
+	n.ids[name] = id
+	n.names = append(n.names, name)
+	return id
+}
+
+// value is the NIC as a history value: its name, or nil for none.
+func (n *nics) value(id uint32) history.Value {
+	if id == 0 {
+		return nil
+	}
+	return n.names[id]
+}
+
+// show renders the NIC as the checkers' texts do.
+func (n *nics) show(id uint32) string { return history.Show(n.value(id)) }
+
+// interval is the operation as the search sees it: a pending one returns
+// never (-1).
+func interval(o *history.Op, id int) linear.Op {
+	r := o.Return
+	if o.Pending() {
+		r = -1
+	}
+	return linear.Op{Call: o.Call, Return: r, ID: id}
+}
+
+func opErr(o *history.Op, format string, args ...any) error {
+	return &model.OpError{Index: o.Index, Msg: fmt.Sprintf(format, args...)}
 }
