@@ -98,7 +98,7 @@ type TLS struct {
 
 // Provider types.
 const (
-	// TypeCloudsim is the cloud simulator (ipfence cloudsim), reached with
+	// TypeCloudsim is the cloud simulator (ipfence-verify cloudsim), reached with
 	// the AWS driver at Endpoint.
 	TypeCloudsim = "cloudsim"
 	// TypeAWS is Amazon EC2.

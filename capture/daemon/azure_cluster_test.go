@@ -60,7 +60,7 @@ func (p *refusingProxy) tried() []string {
 }
 
 // azCluster is a cluster of `ipfence serve` nodes with providers of type
-// azure on `ipfence cloudsim --dialect arm`, which is also their token
+// azure on `ipfence-verify cloudsim --dialect arm`, which is also their token
 // authority.
 type azCluster struct {
 	*cluster

@@ -16,11 +16,12 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
 )
 
 func runCtl(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("ctl", "ctl --endpoint URL --token-file FILE [--json] status|actions|approve ID|reject ID|drain NODE|undrain NODE", stderr)
+	fs, level := cli.FlagSet("ctl", "ctl --endpoint URL --token-file FILE [--json] status|actions|approve ID|reject ID|drain NODE|undrain NODE", stderr)
 	endpoint := fs.String("endpoint", "", "the node's API, such as http://127.0.0.1:7001")
 	tokenFile := fs.String("token-file", "", "the operator's secret (federation.operator_secret_file; without one, the cluster's shared secret), to sign requests")
 	asJSON := fs.Bool("json", false, "print JSON for programs instead of tables")
@@ -28,15 +29,15 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 	kind := fs.String("kind", "", "actions: only rows of this kind")
 	pool := fs.String("pool", "", "actions: only rows of this pool")
 	creds := addCtlCredentials(fs) // ctlcreds.go
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ipfence ctl: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
-	bad := func(format string, a ...any) int { return usageError(stderr, "ctl", format, a...) }
+	bad := func(format string, a ...any) int { return cli.UsageError(stderr, "ctl", format, a...) }
 	if *endpoint == "" || !creds.given(*tokenFile) {
 		return bad("--endpoint and --token-file are required (under mutual TLS, --cert, --key and --ca may stand in for --token-file)")
 	}
@@ -65,7 +66,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		msg := fmt.Sprintf("unknown command %q", pos[0])
-		if s := suggest(pos[0], ctlCommands); s != "" {
+		if s := cli.Suggest(pos[0], ctlCommands); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
 		return bad("%s: want status, actions, approve, reject, drain or undrain", msg)
@@ -84,7 +85,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		clampAges(&st)
 		if !*asJSON {
 			printStatus(stdout, st, time.Now())
-			return exitValid
+			return cli.ExitValid
 		}
 		out = st
 	case "actions":
@@ -100,7 +101,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		}
 		if !*asJSON {
 			printRows(stdout, rows)
-			return exitValid
+			return cli.ExitValid
 		}
 		out = rows
 	case "approve", "reject":
@@ -111,7 +112,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		key, err := resolveAction(rows, pos[1], pos[0] == "reject")
 		if err != nil {
 			fmt.Fprintf(stderr, "ipfence ctl: %s: %v\n", pos[0], err)
-			return exitError
+			return cli.ExitError
 		}
 		var row capture.Row
 		if err := c.do(http.MethodPost, "/v1/actions/"+pos[0], map[string]string{"key": key}, &row); err != nil {
@@ -121,7 +122,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 			verb := map[string]string{"approve": "approved", "reject": "rejected"}[pos[0]]
 			fmt.Fprintf(stdout, "%s %s: %s %s on %s (pool %s, epoch %d); it is now %s\n",
 				verb, shortID(key, idLen), row.Kind, row.Address, row.Target, row.Key.Pool, row.Epoch, row.State)
-			return exitValid
+			return cli.ExitValid
 		}
 		out = row
 	case "drain", "undrain":
@@ -139,13 +140,13 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 			} else {
 				fmt.Fprintf(stdout, "undrained %s: it may hold addresses again, and takes back by priority those it is preferred for (event %s)\n", res.Node, res.Event)
 			}
-			return exitValid
+			return cli.ExitValid
 		}
 		out = res
 	}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", b)
-	return exitValid
+	return cli.ExitValid
 }
 
 // ctlCommands are ctl's commands, for "did you mean".
@@ -247,14 +248,6 @@ func clampAges(st *daemon.Status) {
 	}
 }
 
-// orDash shows an empty cell as "-", so that columns stay readable.
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -306,7 +299,7 @@ func printStatus(w io.Writer, st daemon.Status, now time.Time) {
 		if a.ProviderError != "" {
 			prov = "error: " + a.ProviderError
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.Address, a.Pool, orDash(a.DesiredHolder), a.Epoch, orDash(a.Holder), yesNo(a.HeldHere), orDash(prov))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.Address, a.Pool, cli.OrDash(a.DesiredHolder), a.Epoch, cli.OrDash(a.Holder), yesNo(a.HeldHere), cli.OrDash(prov))
 	}
 	tw.Flush()
 }
@@ -320,7 +313,7 @@ func printRows(w io.Writer, rows []capture.Row) {
 	fmt.Fprintln(tw, "ID\tSEQ\tSTATE\tKIND\tPOOL\tADDRESS\tTARGET\tHOLDER\tEPOCH\tREASON")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", shortID(r.IdempotencyKey, idLen), r.Seq, r.State, r.Kind,
-			orDash(r.Key.Pool), r.Address, r.Target, orDash(r.Holder), r.Epoch, orDash(r.Reason))
+			cli.OrDash(r.Key.Pool), r.Address, r.Target, cli.OrDash(r.Holder), r.Epoch, cli.OrDash(r.Reason))
 	}
 	tw.Flush()
 }

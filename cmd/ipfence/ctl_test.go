@@ -17,6 +17,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
 func TestCtlUsage(t *testing.T) {
@@ -42,7 +43,7 @@ func TestCtlUsage(t *testing.T) {
 	}
 	for _, c := range cases {
 		code, stdout, stderr := runCLI(c.args...)
-		if code != exitError || stdout != "" || !strings.HasPrefix(stderr, c.want) && !strings.Contains(stderr, c.want) {
+		if code != cli.ExitError || stdout != "" || !strings.HasPrefix(stderr, c.want) && !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 3 and %q", c.args, code, stdout, stderr, c.want)
 		}
 	}
@@ -207,14 +208,14 @@ func TestCtlAgainstNode(t *testing.T) {
 	// A key prefix both rows share is ambiguous: the error lists both.
 	prefix := strings.TrimSuffix(ten.IdempotencyKey, "0:epoch:"+fmt.Sprint(ten.Epoch))
 	code, stdout, stderr := ctl("approve", prefix)
-	if code != exitError || stdout != "" ||
+	if code != cli.ExitError || stdout != "" ||
 		!strings.HasPrefix(stderr, fmt.Sprintf("ipfence ctl: approve: %q is ambiguous: it matches 2 pending actions; give more of the id or the key:\n", prefix)) ||
 		!regexp.MustCompile(`(?m)^  `+id10+` +pending +assign-secondary-ip +10\.0\.0\.10 +eni-n1 +epoch \d+ +`+regexp.QuoteMeta(ten.IdempotencyKey)+`$`).MatchString(stderr) ||
 		!strings.Contains(stderr, "  "+id11+" ") {
 		t.Errorf("ambiguous prefix: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
 	}
 	code, _, stderr = ctl("approve", "zzzz")
-	if code != exitError || !strings.HasPrefix(stderr, "ipfence ctl: approve: no action matches \"zzzz\"; the pending actions are:\n") ||
+	if code != cli.ExitError || !strings.HasPrefix(stderr, "ipfence ctl: approve: no action matches \"zzzz\"; the pending actions are:\n") ||
 		!strings.Contains(stderr, id10) || !strings.Contains(stderr, id11) {
 		t.Errorf("unknown id: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -239,7 +240,7 @@ func TestCtlAgainstNode(t *testing.T) {
 	})
 	// Approving it again names its state instead.
 	code, _, stderr = ctl("approve", id10)
-	if code != exitError || !strings.HasPrefix(stderr, fmt.Sprintf("ipfence ctl: approve: %q matches no pending action, only these:\n  %s  succeeded", id10, id10)) {
+	if code != cli.ExitError || !strings.HasPrefix(stderr, fmt.Sprintf("ipfence ctl: approve: %q matches no pending action, only these:\n  %s  succeeded", id10, id10)) {
 		t.Errorf("approve twice: exit %d, stderr:\n%s", code, stderr)
 	}
 	// Now the shared prefix names one pending row: the other.
@@ -278,7 +279,7 @@ func TestCtlAgainstNode(t *testing.T) {
 		t.Errorf("undrain --json: exit %d, stdout %q", code, stdout)
 	}
 	code, _, stderr = ctl("drain", "n9")
-	if code != exitError || !strings.Contains(stderr, `no node "n9" in the cluster (nodes: n1, n2)`) {
+	if code != cli.ExitError || !strings.Contains(stderr, `no node "n9" in the cluster (nodes: n1, n2)`) {
 		t.Errorf("drain n9: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/internal/testonly/testpki"
 )
 
@@ -85,16 +86,16 @@ func TestCtlMutualTLS(t *testing.T) {
 	cert, key := ca.Issue(t, "operator", x509.ExtKeyUsageClientAuth)
 	op := filepath.Join(dir, "op")
 	code, out, errs := ctl("--endpoint", ep, "--cert", cert, "--key", key, "--ca", ca.CAFile(), "--token-file", op, "--json", "drain", "n1")
-	if code != exitValid || !strings.Contains(out, `"intent": "drain"`) {
+	if code != cli.ExitValid || !strings.Contains(out, `"intent": "drain"`) {
 		t.Fatalf("drain over mutual TLS: %d %q %q", code, out, errs)
 	}
 	code, out, errs = ctl("--endpoint", ep, "--cert", cert, "--key", key, "--ca", ca.CAFile(), "--token-file", op, "--json", "status")
-	if code != exitValid || !strings.Contains(out, `"node": "n1"`) || !strings.Contains(out, `"drained": true`) {
+	if code != cli.ExitValid || !strings.Contains(out, `"node": "n1"`) || !strings.Contains(out, `"drained": true`) {
 		t.Fatalf("status over mutual TLS: %d %q %q", code, out, errs)
 	}
 	// The certificate alone is not the operator's credential here.
 	code, _, errs = ctl("--endpoint", ep, "--cert", cert, "--key", key, "--ca", ca.CAFile(), "status")
-	if code != exitError || !strings.Contains(errs, "401") {
+	if code != cli.ExitError || !strings.Contains(errs, "401") {
 		t.Fatalf("without the operator's secret: %d %q", code, errs)
 	}
 	// Bad combinations are refused before anything is sent.
@@ -102,7 +103,7 @@ func TestCtlMutualTLS(t *testing.T) {
 		{"--endpoint", ep, "--cert", cert, "status"},
 		{"--endpoint", strings.Replace(ep, "https", "http", 1), "--cert", cert, "--key", key, "--ca", ca.CAFile(), "status"},
 	} {
-		if code, _, errs := ctl(args...); code != exitError || !strings.Contains(errs, "--") {
+		if code, _, errs := ctl(args...); code != cli.ExitError || !strings.Contains(errs, "--") {
 			t.Errorf("%v: %d %q", args, code, errs)
 		}
 	}
@@ -113,10 +114,10 @@ func TestCtlMutualTLS(t *testing.T) {
 func TestCtlOperatorSecret(t *testing.T) {
 	dir := t.TempDir()
 	ep := startCtlNode(t, dir, nil)
-	if code, out, errs := ctl("--endpoint", ep, "--token-file", filepath.Join(dir, "op"), "--json", "status"); code != exitValid || !strings.Contains(out, `"node": "n1"`) {
+	if code, out, errs := ctl("--endpoint", ep, "--token-file", filepath.Join(dir, "op"), "--json", "status"); code != cli.ExitValid || !strings.Contains(out, `"node": "n1"`) {
 		t.Fatalf("with the operator's secret: %d %q %q", code, out, errs)
 	}
-	if code, _, errs := ctl("--endpoint", ep, "--token-file", filepath.Join(dir, "fed"), "status"); code != exitError || !strings.Contains(errs, "401") {
+	if code, _, errs := ctl("--endpoint", ep, "--token-file", filepath.Join(dir, "fed"), "status"); code != cli.ExitError || !strings.Contains(errs, "401") {
 		t.Fatalf("with the federation's secret: %d %q", code, errs)
 	}
 }

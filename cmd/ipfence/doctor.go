@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
 // doctorResult is what doctor --json prints.
@@ -30,17 +31,17 @@ type doctorResult struct {
 // means nobody holds the address. The verdict is the exit code, as check's
 // is: 0 one responder, 1 split brain, 2 none, 3 a usage or system error.
 func runDoctor(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("doctor", "doctor --address A --interface I [--count N] [--timeout D] [--json]", stderr)
+	fs, level := cli.FlagSet("doctor", "doctor --address A --interface I [--count N] [--timeout D] [--json]", stderr)
 	address := fs.String("address", "", "the IPv4 address to ask about (required)")
 	iface := fs.String("interface", "", "the interface to ask on: one on the address's LAN, with an IPv4 address (required)")
 	count := fs.Int("count", 3, "ARP requests to send, 100ms apart")
 	timeout := fs.Duration("timeout", time.Second, "how long to wait for replies after the last request")
 	asJSON := fs.Bool("json", false, `print {"address","interface","responders","split_brain"} instead of a line of text`)
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
-	usageErr := func(format string, a ...any) int { return usageError(stderr, "doctor", format, a...) }
+	usageErr := func(format string, a ...any) int { return cli.UsageError(stderr, "doctor", format, a...) }
 	switch {
 	case len(pos) > 0:
 		return usageErr("unexpected argument %q: doctor takes flags only", pos[0])
@@ -68,7 +69,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	macs, err := arpwatch.Probe(ctx, *iface, addr, arpwatch.ProbeOptions{Count: *count, Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "ipfence doctor: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	res := doctorResult{Address: addr.String(), Interface: *iface, Responders: []string{}, SplitBrain: len(macs) > 1}
 	for _, m := range macs {
@@ -89,9 +90,9 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 	switch len(macs) {
 	case 0:
-		return exitUnknown
+		return cli.ExitUnknown
 	case 1:
-		return exitValid
+		return cli.ExitValid
 	}
-	return exitInvalid
+	return cli.ExitInvalid
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/internal/testonly/l2labtest"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
 	"github.com/ipfence/ipfence/jepsen/l2lab"
@@ -37,12 +38,12 @@ func TestDoctorUsage(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(append([]string{"doctor"}, tc.args...)...)
-			if code != exitError || stdout != "" || !strings.Contains(stderr, tc.want) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout, stderr, exitError, tc.want)
+			if code != cli.ExitError || stdout != "" || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout, stderr, cli.ExitError, tc.want)
 			}
 		})
 	}
-	if code, stdout, stderr := runCLI("doctor", "--help"); code != exitValid || stderr != "" || !strings.Contains(stdout, "Usage: ipfence doctor") {
+	if code, stdout, stderr := runCLI("doctor", "--help"); code != cli.ExitValid || stderr != "" || !strings.Contains(stdout, "Usage: ipfence doctor") {
 		t.Fatalf("--help: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
@@ -98,24 +99,24 @@ func TestDoctorLAN(t *testing.T) {
 	slices.Sort(pair)
 
 	code, out, errOut := doctor("--address", a, "--interface", "eth0")
-	if code != exitUnknown || out != "no responder for "+a+" on eth0\n" {
+	if code != cli.ExitUnknown || out != "no responder for "+a+" on eth0\n" {
 		t.Fatalf("nobody holds: exit %d, %q, %q", code, out, errOut)
 	}
 
 	hold("h1")
 	code, out, errOut = doctor("--address", a, "--interface", "eth0")
-	if code != exitValid || out != "1 responder: "+h1+"\n" {
+	if code != cli.ExitValid || out != "1 responder: "+h1+"\n" {
 		t.Fatalf("h1 holds: exit %d, %q, %q", code, out, errOut)
 	}
 
 	hold("h1", "h2")
 	code, out, errOut = doctor("--address", a, "--interface", "eth0", "--count", "2")
-	if want := "SPLIT BRAIN: 2 responders for " + a + " on eth0: " + pair[0] + ", " + pair[1] + "\n"; code != exitInvalid || out != want {
+	if want := "SPLIT BRAIN: 2 responders for " + a + " on eth0: " + pair[0] + ", " + pair[1] + "\n"; code != cli.ExitInvalid || out != want {
 		t.Fatalf("both hold: exit %d, %q, %q; want %q", code, out, errOut, want)
 	}
 	code, out, errOut = doctor("--address", a, "--interface", "eth0", "--json")
 	var res doctorResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitInvalid {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cli.ExitInvalid {
 		t.Fatalf("--json, both hold: exit %d, %q (%v), %q", code, out, err, errOut)
 	}
 	if want := (doctorResult{Address: a, Interface: "eth0", Responders: pair, SplitBrain: true}); res.Address != want.Address ||
@@ -125,7 +126,7 @@ func TestDoctorLAN(t *testing.T) {
 
 	hold()
 	code, out, _ = doctor("--address", a, "--interface", "eth0", "--json")
-	if code != exitUnknown || strings.TrimSpace(out) != `{"address":"`+a+`","interface":"eth0","responders":[],"split_brain":false}` {
+	if code != cli.ExitUnknown || strings.TrimSpace(out) != `{"address":"`+a+`","interface":"eth0","responders":[],"split_brain":false}` {
 		t.Fatalf("--json, nobody holds: exit %d, %q", code, out)
 	}
 
@@ -135,7 +136,7 @@ func TestDoctorLAN(t *testing.T) {
 		t.Fatalf("ip link add bare0: %v: %s", err, b)
 	}
 	code, out, errOut = doctor("--address", a, "--interface", "bare0")
-	if code != exitError || out != "" || !strings.Contains(errOut, "bare0 has no IPv4 address") {
+	if code != cli.ExitError || out != "" || !strings.Contains(errOut, "bare0 has no IPv4 address") {
 		t.Fatalf("bare interface: exit %d, %q, %q", code, out, errOut)
 	}
 }

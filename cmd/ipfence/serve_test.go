@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
 func TestServeBadConfig(t *testing.T) {
@@ -12,7 +14,7 @@ func TestServeBadConfig(t *testing.T) {
 	path := filepath.Join(dir, "node.yaml")
 	os.WriteFile(path, []byte("node: n1\nlisten: nowhere\ndata_dir: d\nbogus: 1\n"), 0o600)
 	code, _, stderr := runCLI("serve", "--config", path)
-	if code != exitError {
+	if code != cli.ExitError {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{path + ":2: listen:", path + ":4: bogus:"} {
@@ -20,10 +22,10 @@ func TestServeBadConfig(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	if code, _, stderr := runCLI("serve"); code != exitError || !strings.Contains(stderr, "--config is required") {
+	if code, _, stderr := runCLI("serve"); code != cli.ExitError || !strings.Contains(stderr, "--config is required") {
 		t.Errorf("no config: %d %s", code, stderr)
 	}
-	if code, _, stderr := runCLI("serve", "--config", filepath.Join(dir, "missing.yaml")); code != exitError || !strings.Contains(stderr, "missing.yaml") {
+	if code, _, stderr := runCLI("serve", "--config", filepath.Join(dir, "missing.yaml")); code != cli.ExitError || !strings.Contains(stderr, "missing.yaml") {
 		t.Errorf("missing config: %d %s", code, stderr)
 	}
 }

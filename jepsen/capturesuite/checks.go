@@ -393,7 +393,7 @@ func ownerHistory(col *collected) func(r *checker.Run) ([]history.Event, error) 
 		}
 		if r.Dir != "" {
 			// Saved so that the verdict can be reproduced alone:
-			// ipfence check --model capture-owner capture-owner.jsonl
+			// ipfence-verify check --model capture-owner capture-owner.jsonl
 			f, err := os.Create(filepath.Join(r.Dir, ownerFile))
 			if err != nil {
 				return nil, err

@@ -11,7 +11,7 @@
 // linearizability of the provider's address register against the
 // capture-owner model.
 //
-// `ipfence test capture` runs it; the planted bug, --unsafe-disable-fence,
+// `ipfence-verify test capture` runs it; the planted bug, --unsafe-disable-fence,
 // must make it report invalid.
 package capturesuite
 
@@ -51,7 +51,7 @@ var weights = map[string]int{
 }
 
 // Options configure a run. The zero values of the numbers take the
-// defaults of `ipfence test capture`.
+// defaults of `ipfence-verify test capture`.
 type Options struct {
 	// Binary is the ipfence executable that runs the simulator and the
 	// nodes.

@@ -17,7 +17,7 @@ import (
 	"github.com/ipfence/ipfence/verify/linear"
 )
 
-// runDefault runs `ipfence test capture` as a user would with no flags but
+// runDefault runs `ipfence-verify test capture` as a user would with no flags but
 // the seed: 3 nodes, 60 s, every nemesis.
 func runDefault(t *testing.T, unfenced bool) (map[string]checker.Result, *harness.Outcome) {
 	t.Helper()

@@ -69,11 +69,11 @@ var Workloads = []string{"register", "list-append", "set"}
 // (members.go), confirmed on loopback too.
 var Nemeses = []string{"partition", "pause", "kill", "leader", "member"}
 
-// DefaultNemeses are the kinds `ipfence test etcd` injects unless told.
+// DefaultNemeses are the kinds `ipfence-verify test etcd` injects unless told.
 var DefaultNemeses = []string{"partition", "pause", "kill"}
 
 // Options configure a run. Zero numbers take the defaults of
-// `ipfence test etcd`.
+// `ipfence-verify test etcd`.
 type Options struct {
 	// Binary is the etcd executable (default: etcd on the PATH).
 	Binary string

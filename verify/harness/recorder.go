@@ -144,7 +144,7 @@ func (r *Recorder) flushLocked() {
 }
 
 // Close flushes the file, ends it with the end marker (history.EndMarker:
-// a reader following the file, such as ipfence check --follow, knows the
+// a reader following the file, such as ipfence-verify check --follow, knows the
 // history is complete), and syncs it. It returns the first error the
 // recorder met, so a history that could not be written whole is never
 // mistaken for one that was.

@@ -100,7 +100,7 @@ var listPage = template.Must(template.New("list").Funcs(funcs).Parse(head + `<ti
 {{end}}</tbody>
 </table>
 {{else}}
-<p>No runs yet. <code>ipfence test capture</code> writes one.</p>
+<p>No runs yet. <code>ipfence-verify test capture</code> writes one.</p>
 {{end}}
 <script>
 (function () {

@@ -207,7 +207,7 @@ func decodeQuery(form url.Values) (query, *apiError) {
 	case v == "":
 		return q, errMissing("Version")
 	case v != APIVersion:
-		return q, errInvalid("Version", v, "ipfence cloudsim speaks "+APIVersion+".")
+		return q, errInvalid("Version", v, "ipfence-verify cloudsim speaks "+APIVersion+".")
 	case !knownAction(q.action):
 		return q, &apiError{http.StatusBadRequest, "InvalidAction",
 			fmt.Sprintf("The action %s is not valid for this web service.", clip(q.action))}
@@ -314,7 +314,7 @@ func (d *decoder) param(k, v string) *apiError {
 			return nil
 		case "Attribute":
 			if v != "sourceDestCheck" {
-				return errInvalid(k, v, "ipfence cloudsim reads the attribute sourceDestCheck only.")
+				return errInvalid(k, v, "ipfence-verify cloudsim reads the attribute sourceDestCheck only.")
 			}
 			q.attribute = v
 			return nil

@@ -1,5 +1,5 @@
 // Package ec2sim fakes EC2 beside the AWS driver, as httptest sits beside
-// net/http, and is the core of the cloud simulator (`ipfence cloudsim`)
+// net/http, and is the core of the cloud simulator (`ipfence-verify cloudsim`)
 // that the Azure and OCI fakes (armsim, ocisim) build on: NICs in one
 // subnet that carry
 // secondary private IPs and a source/dest check flag, served over the EC2

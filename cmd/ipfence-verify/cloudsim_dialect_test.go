@@ -32,7 +32,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/capture/provider/oci"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
-	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
 func TestCloudsimDialectBadFlags(t *testing.T) {
@@ -41,7 +41,7 @@ func TestCloudsimDialectBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown dialect", []string{"--dialect", "gcp", "--nics", "a"}, `ipfence cloudsim: --dialect: "gcp" is not ec2, arm or oci`},
+		{"unknown dialect", []string{"--dialect", "gcp", "--nics", "a"}, `ipfence-verify cloudsim: --dialect: "gcp" is not ec2, arm or oci`},
 		{"arm with state", []string{"--dialect", "arm", "--nics", "a", "--state", t.TempDir()}, "--state: the arm dialect keeps its model in memory only"},
 		{"cert with ec2", []string{"--nics", "eni-a", "--cert", "x.pem"}, "--cert: only for --dialect arm or oci"},
 		{"oci with state", []string{"--dialect", "oci", "--nics", "a", "--state", t.TempDir()}, "--state: the oci dialect keeps its model in memory only"},
@@ -64,7 +64,7 @@ func TestCloudsimDialectBadFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(append([]string{"cloudsim"}, tc.args...)...)
-			if code != exitError || !strings.Contains(stderr, tc.want) || stdout != "" {
+			if code != cli.ExitError || !strings.Contains(stderr, tc.want) || stdout != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 3 and %q", code, stdout, stderr, tc.want)
 			}
 		})
@@ -82,7 +82,7 @@ func armProcess(t *testing.T, args ...string) (string, string, func() int) {
 // SIGTERMs it and returns its exit code.
 func tlsProcess(t *testing.T, dialect string, args ...string) (string, string, func() int) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), append([]string{"cloudsim", "--dialect", dialect, "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(binary(t), append([]string{"cloudsim", "--dialect", dialect, "--listen", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestCloudsimDialectARM(t *testing.T) {
 	if err != nil || id.Issued != 1 || id.ARMWithIssued != 1 || id.ARMWithOther != 0 || len(id.Requests) != 1 || id.Requests[0].ClientID != "app" {
 		t.Fatalf("identity record %+v %v", id, err)
 	}
-	if code := stop(); code != exitValid {
+	if code := stop(); code != cli.ExitValid {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
 }
@@ -209,7 +209,7 @@ func TestCloudsimDialectARMTemporaryCert(t *testing.T) {
 	if _, err := os.Stat(cert); err != nil {
 		t.Fatalf("the certificate while running: %v", err)
 	}
-	if code := stop(); code != exitValid {
+	if code := stop(); code != cli.ExitValid {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
 	if _, err := os.Stat(filepath.Dir(cert)); !errors.Is(err, os.ErrNotExist) {
@@ -360,7 +360,7 @@ func TestCloudsimDialectOCI(t *testing.T) {
 	if want := []string{a + `@1 from ""`, b + "@2 from \"" + a + `"`}; !slices.Equal(assigns, want) {
 		t.Fatalf("assigns in the record %q, want %q", assigns, want)
 	}
-	if code := stop(); code != exitValid {
+	if code := stop(); code != cli.ExitValid {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
 func TestCloudsimBadFlags(t *testing.T) {
@@ -34,7 +34,7 @@ func TestCloudsimBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no NICs", []string{}, "ipfence cloudsim: --nics: cloudsim: no NICs"},
+		{"no NICs", []string{}, "ipfence-verify cloudsim: --nics: cloudsim: no NICs"},
 		{"empty NIC id", []string{"--nics", "eni-a,,eni-b"}, "--nics: cloudsim: empty NIC id"},
 		{"NIC twice", []string{"--nics", "eni-a,eni-a"}, `--nics: cloudsim: NIC id "eni-a" appears twice`},
 		{"subnet not a prefix", []string{"--nics", "eni-a", "--subnet", "10.0.0.0"}, `--subnet: "10.0.0.0" is not a prefix such as 10.0.0.0/24`},
@@ -42,18 +42,18 @@ func TestCloudsimBadFlags(t *testing.T) {
 		{"bad listen address", []string{"--nics", "eni-a", "--listen", "127.0.0.1:99999"}, "--listen: listen tcp: address 99999: invalid port"},
 		{"bad seed", []string{"--nics", "eni-a", "--seed", "-1"}, "--seed: -1 is negative"},
 		{"unknown flag", []string{"--nics", "eni-a", "--bogus"}, "--bogus: no such flag"},
-		{"positional argument", []string{"--nics", "eni-a", "extra"}, `ipfence cloudsim: unexpected argument "extra"`},
+		{"positional argument", []string{"--nics", "eni-a", "extra"}, `ipfence-verify cloudsim: unexpected argument "extra"`},
 		{"corrupt state file", []string{"--state", corrupt}, "--state: cloudsim: state file " + filepath.Join(corrupt, "cloudsim.json") + ": not a cloudsim state file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(append([]string{"cloudsim"}, tc.args...)...)
-			if code != exitError || !strings.Contains(stderr, tc.want) || stdout != "" {
+			if code != cli.ExitError || !strings.Contains(stderr, tc.want) || stdout != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 3 and %q", code, stdout, stderr, tc.want)
 			}
 		})
 	}
-	if code, stdout, _ := runCLI("cloudsim", "--help"); code != exitValid || !strings.Contains(stdout, "--nics string") {
+	if code, stdout, _ := runCLI("cloudsim", "--help"); code != cli.ExitValid || !strings.Contains(stdout, "--nics string") {
 		t.Fatalf("--help: exit %d, %q", code, stdout)
 	}
 }
@@ -148,7 +148,7 @@ func (s *sim) secondaries(nic string) []string {
 }
 
 func TestCloudsimEndToEnd(t *testing.T) {
-	bin := testenv.Binary(t)
+	bin := binary(t)
 	state := t.TempDir()
 	s := startSim(t, bin, "--nics", "eni-a,eni-b,eni-c", "--state", state, "--seed", "3")
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
 func TestTestEtcdNodesFileUsage(t *testing.T) {
@@ -25,7 +27,7 @@ func TestTestEtcdNodesFileUsage(t *testing.T) {
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(c.args...)
-		if code != exitError || !strings.Contains(stderr, c.want) {
+		if code != cli.ExitError || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 3 and %q", c.args, code, stderr, c.want)
 		}
 	}
@@ -33,7 +35,7 @@ func TestTestEtcdNodesFileUsage(t *testing.T) {
 		t.Errorf("a refused command left %d entries in the store", len(entries))
 	}
 	code, stdout, _ := runCLI("test", "etcd", "--help")
-	if code != exitValid || !strings.Contains(stdout, "--nodes-file") || !strings.Contains(stdout, "NAME address=HOST") {
+	if code != cli.ExitValid || !strings.Contains(stdout, "--nodes-file") || !strings.Contains(stdout, "NAME address=HOST") {
 		t.Errorf("help: exit %d\n%s", code, stdout)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/txnsim"
@@ -77,9 +78,9 @@ func TestCheckFollowMatchesCheck(t *testing.T) {
 		args []string
 		code int
 	}{
-		{"si valid", si.Bytes(), []string{"--model", "list-append", "--consistency", "snapshot-isolation"}, exitValid},
-		{"si not serializable", si.Bytes(), []string{"--model", "list-append", "--consistency", "serializable"}, exitInvalid},
-		{"cas-failure", cas.Bytes(), []string{"--model", "cas-register", "--initial", "0"}, exitInvalid},
+		{"si valid", si.Bytes(), []string{"--model", "list-append", "--consistency", "snapshot-isolation"}, cli.ExitValid},
+		{"si not serializable", si.Bytes(), []string{"--model", "list-append", "--consistency", "serializable"}, cli.ExitInvalid},
+		{"cas-failure", cas.Bytes(), []string{"--model", "cas-register", "--initial", "0"}, cli.ExitInvalid},
 	}
 	for _, c := range cases {
 		for _, asJSON := range []bool{false, true} {
@@ -135,12 +136,12 @@ func TestCheckFollowErrors(t *testing.T) {
 		`{"index":3,"type":"ok","process":1,"f":"txn","value":[["r","x",[1]]]}` + "\n"
 	bad := write(t, "bad.jsonl", good+`{"index":4,"type":"invoke","process":2,"f":"txn","value":[["r","x"`+"\n")
 	code, _, stderr := runCLI("check", "--follow", "--idle", "10s", "--model", "list-append", bad)
-	if code != exitError || !strings.Contains(stderr, bad+":5:") || !strings.Contains(stderr, "ipfence check: ") {
+	if code != cli.ExitError || !strings.Contains(stderr, bad+":5:") || !strings.Contains(stderr, "ipfence-verify check: ") {
 		t.Fatalf("malformed line: exit %d, %q", code, stderr)
 	}
 	torn := write(t, "torn.jsonl", good+`{"index":4,"type":"inv`)
 	code, stdout, stderr := runCLI("check", "--follow", "--idle", "50ms", "--model", "list-append", torn)
-	if code != exitValid || !strings.Contains(stdout, "VALID (list-append, strict-serializable, 2 transactions)") ||
+	if code != cli.ExitValid || !strings.Contains(stdout, "VALID (list-append, strict-serializable, 2 transactions)") ||
 		!strings.Contains(stderr, "no end marker") || !strings.Contains(stderr, "torn.jsonl:5: the last line is cut short") {
 		t.Fatalf("idle end: exit %d, %q, %q", code, stdout, stderr)
 	}
@@ -150,7 +151,7 @@ func TestCheckFollowErrors(t *testing.T) {
 		{"check", "--follow", "--format", "edn", "--model", "list-append", torn},
 		{"check", "--follow", "--model", "bank", torn},
 	} {
-		if code, _, stderr := runCLI(args...); code != exitError || stderr == "" {
+		if code, _, stderr := runCLI(args...); code != cli.ExitError || stderr == "" {
 			t.Fatalf("%v: exit %d, %q", args, code, stderr)
 		}
 	}

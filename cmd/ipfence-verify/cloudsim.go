@@ -28,6 +28,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
 // shutdownGrace bounds how long cloudsim waits for calls in flight after a
@@ -35,7 +36,7 @@ import (
 const shutdownGrace = 5 * time.Second
 
 func runCloudsim(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("cloudsim", "cloudsim [--dialect ec2|arm|oci] [--listen ADDR] --nics ID,ID,... [--subnet CIDR] [--state DIR] [--seed N] [--cert FILE] [--public-key KEYID=FILE]", stderr)
+	fs, level := cli.FlagSet("cloudsim", "cloudsim [--dialect ec2|arm|oci] [--listen ADDR] --nics ID,ID,... [--subnet CIDR] [--state DIR] [--seed N] [--cert FILE] [--public-key KEYID=FILE]", stderr)
 	dialect := fs.String("dialect", "ec2", "API to serve: ec2 (the EC2 Query API over http), arm (Azure Resource Manager's NIC API\nand a Microsoft Entra ID token endpoint), or oci (OCI Networking's private IP and VNIC API);\narm and oci over https with a self-signed certificate")
 	certFile := fs.String("cert", "", "arm, oci: file to write the certificate (PEM) to, for clients to trust (default: a new\ntemporary file, removed on exit); its path is the second line on stdout")
 	var pubKeys []string
@@ -48,13 +49,13 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	subnet := fs.String("subnet", "", "IPv4 subnet of the NICs: ec2 /16 to /28, arm /29 or larger, oci /16 to /30 (default 10.0.0.0/24, or the saved model's)")
 	stateDir := fs.String("state", "", "directory to save the model in after every change, and to load it from on start")
 	seed := fs.Uint64("seed", 1, "seed of the random numbers that decide which calls an injected error rate fails")
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence cloudsim: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify cloudsim: "+format+"\n", a...)
+		return cli.ExitError
 	}
 	if len(pos) > 0 {
 		return usageErr("unexpected argument %q", pos[0])
@@ -137,7 +138,7 @@ func serveUntilSignal(ctx context.Context, srv *http.Server, served <-chan error
 	if err := srv.Shutdown(sctx); err != nil {
 		slog.Warn("shutdown", "error", err)
 	}
-	return exitValid
+	return cli.ExitValid
 }
 
 // tlsFlags are the cloudsim flags the dialects served over TLS read.
@@ -330,7 +331,7 @@ func selfSigned(addr net.Addr, dialect string) (tls.Certificate, []byte, error) 
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "ipfence cloudsim " + dialect},
+		Subject:      pkix.Name{CommonName: "ipfence-verify cloudsim " + dialect},
 		NotBefore:    now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},

@@ -12,27 +12,28 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/verify/storeweb"
 )
 
 func runWeb(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("web", "web [--store DIR] [--listen ADDR]", stderr)
-	store := fs.String("store", "store", "the store's folder, as `ipfence test --store` wrote it")
+	fs, level := cli.FlagSet("web", "web [--store DIR] [--listen ADDR]", stderr)
+	store := fs.String("store", "store", "the store's folder, as `ipfence-verify test --store` wrote it")
 	listen := fs.String("listen", "127.0.0.1:8080", "the address to serve on (port 0: any free port); keep it on loopback:\nthe store holds the runs' logs and configuration")
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence web: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify web: "+format+"\n", a...)
+		return cli.ExitError
 	}
 	if len(pos) > 0 {
 		return fail("unexpected argument %q", pos[0])
 	}
 	srv, err := storeweb.New(*store)
 	if err != nil {
-		return fail("%v (run 'ipfence test capture' to make one, or pass --store)", err)
+		return fail("%v (run 'ipfence-verify test capture' to make one, or pass --store)", err)
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", *listen)
@@ -52,5 +53,5 @@ func runWeb(args []string, stdout, stderr io.Writer) int {
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fail("%v", err)
 	}
-	return exitValid
+	return cli.ExitValid
 }

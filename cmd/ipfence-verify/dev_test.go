@@ -22,7 +22,7 @@ import (
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
-// devConsole is a running `ipfence dev`: its stdout read line by line,
+// devConsole is a running `ipfence-verify dev`: its stdout read line by line,
 // its stdin to type on, its stderr kept.
 type devConsole struct {
 	t     *testing.T
@@ -82,7 +82,7 @@ func (d *devConsole) typeLine(s string) {
 
 func startDev(t *testing.T, args ...string) *devConsole {
 	d := &devConsole{t: t, lines: make(chan string, 1024)}
-	d.cmd = exec.Command(testenv.Binary(t), append([]string{"dev"}, args...)...)
+	d.cmd = exec.Command(binary(t), append([]string{"dev"}, args...)...)
 	in, err := d.cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func startDev(t *testing.T, args ...string) *devConsole {
 	return d
 }
 
-// TestDevFailover runs `ipfence dev` as a user would: a node killed with
+// TestDevFailover runs `ipfence-verify dev` as a user would: a node killed with
 // SIGKILL is named, the others go on and take its addresses (each move a
 // line), and "restart" typed on dev's stdin starts it again. --log-level
 // reaches the nodes.
@@ -124,7 +124,7 @@ func TestDevFailover(t *testing.T) {
 		t.Skip("starts real processes: a simulator and three nodes")
 	}
 	d := startDev(t, "--nodes", "3", "--addresses", "2", "--log-level", "info")
-	dir := d.expect(`^ipfence dev: a cloud simulator and 3 nodes on loopback, in (\S+) \(log level info\)$`, time.Minute)[1]
+	dir := d.expect(`^ipfence-verify dev: a cloud simulator and 3 nodes on loopback, in (\S+) \(log level info\)$`, time.Minute)[1]
 	pids, urls := map[string]int{}, map[string]string{}
 	for range 3 {
 		m := d.expect(`^  (n\d)\s+pid (\d+)\s+(http://127\.0\.0\.1:\d+)$`, 10*time.Second)

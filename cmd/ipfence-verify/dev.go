@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/internal/jsonhttp"
 )
 
@@ -40,19 +41,19 @@ Ctrl-C stops everything. Each line below is an address changing holder at the si
 // restarts or kills a node on a line typed on its stdin, and prints every
 // change of an address's holder at the simulator as it happens.
 func runDev(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("dev", "dev [--nodes N] [--addresses K] [--dir DIR] [--log-level L]", stderr)
+	fs, level := cli.FlagSet("dev", "dev [--nodes N] [--addresses K] [--dir DIR] [--log-level L]", stderr)
 	nodes := fs.Int("nodes", 3, "how many nodes to start")
 	addresses := fs.Int("addresses", 4, "how many mobile addresses the nodes share")
 	keep := fs.String("dir", "", "put the configs and state here and keep them (default: a temporary folder, removed at the end)")
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence dev: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify dev: "+format+"\n", a...)
+		return cli.ExitError
 	}
-	bad := func(format string, a ...any) int { return usageError(stderr, "dev", format, a...) }
+	bad := func(format string, a ...any) int { return cli.UsageError(stderr, "dev", format, a...) }
 	if len(pos) > 0 {
 		return bad("unexpected argument %q: dev takes flags only", pos[0])
 	}
@@ -128,7 +129,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		addrs = append(addrs, fmt.Sprintf("10.0.0.%d", 10+i))
 	}
 	w := &holderWatch{sim: sim.url, addrs: addrs, out: out, holders: map[string]string{}}
-	out.printf("ipfence dev: a cloud simulator and %d nodes on loopback, in %s (log level %s)\n", *nodes, dir, *level)
+	out.printf("ipfence-verify dev: a cloud simulator and %d nodes on loopback, in %s (log level %s)\n", *nodes, dir, *level)
 	out.printf("  %-8s  pid %-7d  %s\n", "cloudsim", sim.pid(), sim.url)
 	for _, n := range c.names {
 		out.printf("  %-8s  pid %-7d  %s\n", n, c.procs[n].pid(), c.procs[n].url)
@@ -148,7 +149,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		select {
 		case <-ctx.Done():
 			out.printf("%s  stopping\n", stamp())
-			return exitValid
+			return cli.ExitValid
 		case why := <-c.fatal:
 			return fail("%s; stopping the nodes", why)
 		case line := <-lines:
@@ -329,7 +330,7 @@ func (c *devCluster) command(line string, w *holderWatch) {
 	case "kill", "stop", "restart", "start":
 	default:
 		msg := fmt.Sprintf("unknown command %q", f[0])
-		if s := suggest(f[0], verbs); s != "" {
+		if s := cli.Suggest(f[0], verbs); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
 		c.out.printf("%s; type help\n", msg)
@@ -391,7 +392,7 @@ func (c *devCluster) status(w *holderWatch) {
 		c.out.printf("  %-8s  pid %-7d  %s  %s\n", n, p.pid(), p.url, state)
 	}
 	for _, a := range w.addrs {
-		c.out.printf("  %-12s  %s\n", a, orDash(w.holder(a)))
+		c.out.printf("  %-12s  %s\n", a, cli.OrDash(w.holder(a)))
 	}
 }
 
@@ -492,7 +493,7 @@ func (w *holderWatch) update(st ec2sim.State) {
 			if len(now[a]) > 1 {
 				note = "  (on two NICs at once!)"
 			}
-			w.out.printf("%s  %-12s  %s → %s%s\n", when, a, orDash(from), orDash(to), note)
+			w.out.printf("%s  %-12s  %s → %s%s\n", when, a, cli.OrDash(from), cli.OrDash(to), note)
 		}
 	}
 }

@@ -15,13 +15,14 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/jepsen/capturesuite"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/linear"
 )
 
-// defaultNemeses are the nemeses a plain `ipfence test capture` runs: every
+// defaultNemeses are the nemeses a plain `ipfence-verify test capture` runs: every
 // one this user can (partitions go through the harness's proxies; only
 // disk, which mounts a tmpfs per node, needs root and is left out for
 // others).
@@ -38,7 +39,7 @@ func nemesisHelp() string {
 	return "faults to inject, comma-separated: " + strings.Join(capturesuite.Nemeses, ",") + ", or none;\nthe default is every one this user may run (" + strings.Join(root, "; ") + ")"
 }
 
-// tests are the tests `ipfence test` runs, by name.
+// tests are the tests `ipfence-verify test` runs, by name.
 var tests = []string{"capture", "etcd"}
 
 func runTest(args []string, stdout, stderr io.Writer) int {
@@ -49,16 +50,16 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		case "etcd":
 			return runTestEtcd(args[1:], stdout, stderr)
 		case "-h", "-help", "--help":
-			fmt.Fprintf(stderr, "Usage: ipfence test capture|etcd [flags]\n\n  capture  ipfence's own nodes on the cloud simulator under faults\n  etcd     a real etcd cluster under faults\n\nipfence test NAME --help lists a test's flags.\n")
-			return exitValid
+			fmt.Fprintf(stderr, "Usage: ipfence-verify test capture|etcd [flags]\n\n  capture  ipfence's own nodes on the cloud simulator under faults\n  etcd     a real etcd cluster under faults\n\nipfence-verify test NAME --help lists a test's flags.\n")
+			return cli.ExitValid
 		}
 		if !strings.HasPrefix(args[0], "-") {
-			fmt.Fprintf(stderr, "ipfence test: unknown test %q; the tests are: %s\n", args[0], strings.Join(tests, ", "))
-			return exitError
+			fmt.Fprintf(stderr, "ipfence-verify test: unknown test %q; the tests are: %s\n", args[0], strings.Join(tests, ", "))
+			return cli.ExitError
 		}
 	}
-	fmt.Fprintf(stderr, "Usage: ipfence test capture|etcd [flags]\nipfence test: name the test to run first: %s\n", strings.Join(tests, ", "))
-	return exitError
+	fmt.Fprintf(stderr, "Usage: ipfence-verify test capture|etcd [flags]\nipfence-verify test: name the test to run first: %s\n", strings.Join(tests, ", "))
+	return cli.ExitError
 }
 
 // interruptible is the context a test runs in, cancelled by Ctrl-C or
@@ -86,7 +87,7 @@ func splitKinds(s string) []string {
 }
 
 func runTestCapture(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
+	fs, level := cli.FlagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
 	nodes := fs.Int("nodes", 3, "number of ipfence serve nodes, 2 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
 	nem := fs.String("nemesis", strings.Join(defaultNemeses, ","), nemesisHelp())
@@ -96,13 +97,13 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	netMode := fs.String("net", "proxy", "how partitions cut links: proxy (a TCP proxy on every node-to-node link,\nunprivileged) or netns (network namespaces and nftables; root)")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "start the nodes with the gate turned off: the planted bug the test must catch")
 	prov := fs.String("provider", "aws", "aws (the cloud simulator's EC2 dialect, the AWS driver), azure (its ARM dialect, the Azure\ndriver), oci (its OCI dialect, the OCI driver); cloud is another name for aws; or onprem\n(proxy-ARP under keepalived in an L2 lab of network namespaces; needs --net netns and root;\nnemeses: "+strings.Join(capturesuite.OnPremNemeses, ",")+")")
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence test: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify test: "+format+"\n", a...)
+		return cli.ExitError
 	}
 	if len(pos) > 0 {
 		return fail("unexpected argument %q", pos[0])
@@ -155,23 +156,23 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 // status: 0 valid, 1 invalid, 2 unknown, 3 when the run could not be made.
 func finish(out *harness.Outcome, err error, stdout, stderr io.Writer, summary func(io.Writer, *harness.Outcome)) int {
 	if out == nil {
-		fmt.Fprintf(stderr, "ipfence test: %v\n", err)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify test: %v\n", err)
+		return cli.ExitError
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "ipfence test: %v\n", err)
+		fmt.Fprintf(stderr, "ipfence-verify test: %v\n", err)
 		if out.Events == nil {
-			return exitError
+			return cli.ExitError
 		}
 	}
 	summary(stdout, out)
 	switch out.Verdict {
 	case linear.True:
-		return exitValid
+		return cli.ExitValid
 	case linear.False:
-		return exitInvalid
+		return cli.ExitInvalid
 	}
-	return exitUnknown
+	return cli.ExitUnknown
 }
 
 // printSummary prints the verdict, the key figures and where the run is.

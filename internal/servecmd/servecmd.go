@@ -1,4 +1,4 @@
-package main
+package servecmd
 
 import (
 	"context"
@@ -15,23 +15,24 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/config"
 	"github.com/ipfence/ipfence/capture/daemon"
+	"github.com/ipfence/ipfence/internal/cli"
 )
 
-func runServe(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("serve", "serve --config FILE [--listen-fd N] [--test-endpoints] [--unsafe-disable-fence]", stderr)
+func Run(args []string, stdout, stderr io.Writer) int {
+	fs, level := cli.FlagSet("serve", "serve --config FILE [--listen-fd N] [--test-endpoints] [--unsafe-disable-fence]", stderr)
 	path := fs.String("config", "", "the node's YAML configuration file")
 	testEndpoints := fs.Bool("test-endpoints", false, "serve /v1/test/ endpoints that break the node on purpose (clock offset), for the harness; never in production")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "turn the gate into a no-op: the planted bug the harness must catch; never in production")
 	listenFD := fs.Int("listen-fd", 0, "serve on the listening socket inherited as this file descriptor (3 for the first\nof the starting process's extra files) instead of binding the configuration's listen\naddress: whoever starts the node binds the port, so no port is chosen free and lost")
 	rejoin := fs.String("rejoin-from", "", "after a majority of the cluster lost its state: the peers (comma-separated) whose records\nthis node, having lost its own, may act on; see the README's ipfence serve")
 	floor := fs.Uint64("epoch-floor", 0, "after a majority of the cluster lost its state: take no epoch at or below this one\n(the highest the provider's history shows)")
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ipfence serve: "+format+"\n", a...)
-		return exitError
+		return cli.ExitError
 	}
 	if len(pos) > 0 {
 		return fail("unexpected argument %q", pos[0])
@@ -51,7 +52,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			for _, e := range joined.Unwrap() {
 				fmt.Fprintf(stderr, "ipfence serve: %v\n", e)
 			}
-			return exitError
+			return cli.ExitError
 		}
 		return fail("%v", err)
 	}
@@ -82,5 +83,5 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := d.Run(ctx); err != nil {
 		return fail("%v", err)
 	}
-	return exitValid
+	return cli.ExitValid
 }

@@ -23,7 +23,7 @@ func TestTestEtcdNodesFileRuns(t *testing.T) {
 		testenv.Missing(t, "etcd (Debian package etcd-server)")
 	}
 	lab := sshlab.ForTest(t, sshlab.Options{})
-	bin := testenv.Binary(t)
+	bin := binary(t)
 	work := t.TempDir()
 	run := exec.Command(bin, "test", "etcd", "--workload", "list-append", "--time-limit", "15s", "--seed", "5", "--store", "store",
 		"--nodes-file", lab.NodesFile(), "--known-hosts", lab.KnownHosts(), "--remote-dir", filepath.Join(lab.Dir(), "remote"))

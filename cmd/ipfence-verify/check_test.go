@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
 )
 
@@ -120,11 +121,11 @@ func TestCheckExitCodes(t *testing.T) {
 		{"no file", []string{"check"}, 3, nil, []string{"no history files given"}},
 		{"bad initial", []string{"check", "--initial", "[1", valid}, 3, nil, []string{"--initial: value \"[1\""}},
 		{"bad size", []string{"check", "--max-memory", "lots", valid}, 3, nil, []string{`--max-memory: "lots" is not a positive size`}},
-		{"bad flag", []string{"check", "--frobnicate", valid}, 3, nil, []string{"ipfence check: --frobnicate: no such flag\nsee 'ipfence check --help'\n"}},
+		{"bad flag", []string{"check", "--frobnicate", valid}, 3, nil, []string{"ipfence-verify check: --frobnicate: no such flag\nsee 'ipfence-verify check --help'\n"}},
 		{"bad log level", []string{"check", "--log-level", "loud", valid}, 3, nil, []string{`--log-level: "loud" is not one of`}},
 		{"model mismatch", []string{"check", "--model", "mutex", valid}, 3, nil, []string{`model mutex has no operation "write" (valid: acquire, release)`}},
 		{"debug logs", []string{"check", "--log-level", "debug", valid}, 0, []string{"linearizable"}, []string{`msg="read history"`, "format=jsonl events=4", "msg=checked", "configs="}},
-		{"help", []string{"check", "--help"}, 0, []string{"Usage: ipfence check", "--model", "--timeout", "--json", "--html"}, nil},
+		{"help", []string{"check", "--help"}, 0, []string{"Usage: ipfence-verify check", "--model", "--timeout", "--json", "--html"}, nil},
 		{"top-level help", []string{"help"}, 0, []string{"check", "linearizability"}, nil},
 		{"unknown command", []string{"frob"}, 3, nil, []string{`unknown command "frob"`}},
 		{"initial value", []string{"check", "--model", "register", "--initial", "1", write(t, "r.jsonl", `{"type":"invoke","process":0,"f":"read"}`+"\n"+`{"type":"ok","process":0,"f":"read","value":1}`)}, 0, []string{"linearizable"}, nil},
@@ -210,13 +211,13 @@ func binary(t *testing.T) string {
 	built.once.Do(func() {
 		built.dir, built.err = os.MkdirTemp("", "ipfence-bin")
 		if built.err == nil {
-			built.out, built.err = exec.Command("go", "build", "-o", filepath.Join(built.dir, "ipfence"), ".").CombinedOutput()
+			built.out, built.err = exec.Command("go", "build", "-o", filepath.Join(built.dir, "ipfence-verify"), ".").CombinedOutput()
 		}
 	})
 	if built.err != nil {
 		t.Fatalf("build: %v\n%s", built.err, built.out)
 	}
-	return filepath.Join(built.dir, "ipfence")
+	return filepath.Join(built.dir, "ipfence-verify")
 }
 
 func TestMain(m *testing.M) {
@@ -292,7 +293,7 @@ func TestCheckFIFO(t *testing.T) {
 		}()
 		code, stdout, stderr := runCLIWithin(t, "check", "--timeout", "300ms", fifo)
 		want := fifo + ": unknown (cas-register): timed out after 300ms while reading the history, after 0 bytes (on line 1)"
-		if code != exitUnknown || !strings.Contains(stdout, want) {
+		if code != cli.ExitUnknown || !strings.Contains(stdout, want) {
 			t.Fatalf("exit %d, want 2 and %q\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
 		}
 	})
@@ -311,7 +312,7 @@ func TestCheckFIFO(t *testing.T) {
 		}()
 		code, stdout, _ := runCLIWithin(t, "check", "--json", "--timeout", "300ms", fifo)
 		var r map[string]any
-		if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != exitUnknown {
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != cli.ExitUnknown {
 			t.Fatalf("exit %d: %v: %s", code, err, stdout)
 		}
 		if r["valid"] != "unknown" || r["reason"] != "timeout" || r["detail"] != fmt.Sprintf("timed out after 300ms while reading the history, after %d bytes (on line 5)", len(validJSONL)) {
@@ -322,7 +323,7 @@ func TestCheckFIFO(t *testing.T) {
 		fifo := mkfifo(t)
 		code, stdout, stderr := runCLIWithin(t, "check", "--timeout", "200ms", fifo)
 		want := fifo + ": unknown (cas-register): timed out after 200ms while opening the history (a FIFO that no writer opened)"
-		if code != exitUnknown || !strings.Contains(stdout, want) {
+		if code != cli.ExitUnknown || !strings.Contains(stdout, want) {
 			t.Fatalf("exit %d, want 2 and %q\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
 		}
 		// The open that waited was released: the FIFO has no reader left,
@@ -343,7 +344,7 @@ func TestCheckFIFO(t *testing.T) {
 			w.Close()
 		}()
 		code, stdout, stderr := runCLIWithin(t, "check", "--timeout", "1m", fifo)
-		if code != exitInvalid || !strings.Contains(stdout, fifo+": NOT linearizable (cas-register, 2 ops") {
+		if code != cli.ExitInvalid || !strings.Contains(stdout, fifo+": NOT linearizable (cas-register, 2 ops") {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 		}
 	})
@@ -366,7 +367,7 @@ func TestCheckFIFO(t *testing.T) {
 		}()
 		code, stdout, stderr := runCLIWithin(t, "check", fifo)
 		want := fifo + ":1: line 1 is longer than 64MiB, the longest line this reader takes"
-		if code != exitError || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--max-memory 4GiB bounds the input to 256MiB and each line to 64MiB") {
+		if code != cli.ExitError || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--max-memory 4GiB bounds the input to 256MiB and each line to 64MiB") {
 			t.Fatalf("exit %d, want 3 and %q\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
 		}
 	})
@@ -453,7 +454,7 @@ func TestCheckMemoryBoundCoversModelStates(t *testing.T) {
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitUnknown || !strings.Contains(string(out), "memory bound") {
+	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitUnknown || !strings.Contains(string(out), "memory bound") {
 		t.Fatalf("exit: %v\n%s", err, out)
 	}
 	m := regexp.MustCompile(`peak_rss=(\d+) max_memory=67108864`).FindStringSubmatch(errb.String())

@@ -130,7 +130,7 @@ func TestCheckTransactionalJSONAndDOT(t *testing.T) {
 	}
 }
 
-// ipfence sim writes histories the checker judges as the simulated
+// ipfence-verify sim writes histories the checker judges as the simulated
 // database's isolation level promises; the same seed gives the same bytes.
 func TestSimThenCheck(t *testing.T) {
 	dir := t.TempDir()

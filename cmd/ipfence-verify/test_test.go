@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
 	"github.com/ipfence/ipfence/jepsen/capturesuite"
 	"github.com/ipfence/ipfence/verify/checker"
@@ -37,13 +38,13 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "capture", "--nodes", "0", "--store", store}, "--nodes must be from 2 to 9, not 0"},
 		{[]string{"test", "capture", "--time-limit", "3s", "--store", store}, "--time-limit must be at least 10s"},
 		{[]string{"test", "capture", "--concurrency", "-2", "--store", store}, "--concurrency must be from 1 to 1000, not -2"},
-		{[]string{"test", "capture", "--seed", "x"}, `ipfence test capture: --seed: "x" is not a whole number`},
+		{[]string{"test", "capture", "--seed", "x"}, `ipfence-verify test capture: --seed: "x" is not a whole number`},
 		{[]string{"test", "capture", "--provider", "gcp"}, `--provider: "gcp" is not one of aws, azure, oci, cloud (another name for aws) or onprem`},
 		{[]string{"test", "capture", "--provider", "onprem"}, "--provider onprem needs --net netns"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(c.args...)
-		if code != exitError || !strings.Contains(stderr, c.want) {
+		if code != cli.ExitError || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 3 and %q", c.args, code, stderr, c.want)
 		}
 	}
@@ -59,7 +60,7 @@ func TestTestCaptureRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 12 s capture test")
 	}
-	bin := testenv.Binary(t)
+	bin := binary(t)
 	store := t.TempDir()
 	cmd := exec.Command(bin, "test", "capture", "--time-limit", "12s", "--nemesis", "kill,pause", "--seed", "7", "--store", store)
 	out, err := cmd.Output()
@@ -96,7 +97,7 @@ func TestTestCaptureRuns(t *testing.T) {
 		t.Fatalf("results.json: %s", b)
 	}
 	cmdLine, _ := os.ReadFile(filepath.Join(dir, "command"))
-	if got := strings.TrimSpace(string(cmdLine)); got != "ipfence test capture --time-limit 12s --nemesis kill,pause --seed 7 --store "+store {
+	if got := strings.TrimSpace(string(cmdLine)); got != "ipfence-verify test capture --time-limit 12s --nemesis kill,pause --seed 7 --store "+store {
 		t.Fatalf("command file %q", got)
 	}
 }
@@ -109,7 +110,7 @@ func TestTestCaptureOnEachCloud(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs capture tests of 12 s and 20 s on each cloud")
 	}
-	bin := testenv.Binary(t)
+	bin := binary(t)
 	for _, tc := range []struct{ cloud, nicPrefix string }{{"azure", "nic-n"}, {"oci", "ocid1.vnic.oc1.iad.n"}} {
 		t.Run(tc.cloud, func(t *testing.T) {
 			store := t.TempDir()
@@ -158,7 +159,7 @@ func TestTestCaptureOnEachCloud(t *testing.T) {
 				if m[1] != "true" || m[2] != "0" || !strings.Contains(text, "\nVALID  "+store+"/capture/") {
 					t.Errorf("gate off, exit 0: fence %s, %s executed\n%s", m[1], m[2], text)
 				}
-			case tc.cloud == "oci" && errors.As(err, &ee) && ee.ExitCode() == exitInvalid:
+			case tc.cloud == "oci" && errors.As(err, &ee) && ee.ExitCode() == cli.ExitInvalid:
 				t.Logf("oci, gate off: %s stale actions executed (creates of freed addresses), %s refused by the cloud", m[2], m[3])
 			default:
 				t.Fatalf("gate off: %v, fence %s, %s executed, %s refused by the cloud\n%s", err, m[1], m[2], m[3], text)
@@ -173,7 +174,7 @@ func TestTestCaptureInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the capture test")
 	}
-	bin := testenv.Binary(t)
+	bin := binary(t)
 	store := t.TempDir()
 	// Seed 2 pauses a node from 3 s to 7 s: the one the reads found
 	// holding by then (n2 by the seed's draw before any read has). The
@@ -211,7 +212,7 @@ func TestTestCaptureInterrupted(t *testing.T) {
 	}
 	// The verdict covers what happened in 5 s (stats may well find that
 	// no drain succeeded yet); the run itself must not have failed.
-	if code := cmd.ProcessState.ExitCode(); code == exitError || code < 0 {
+	if code := cmd.ProcessState.ExitCode(); code == cli.ExitError || code < 0 {
 		t.Fatalf("exit %d:\n%s", code, out.String())
 	}
 	for _, want := range []string{"single holder   true", "fence           true"} {
@@ -286,7 +287,7 @@ func TestTestEtcdUsage(t *testing.T) {
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(c.args...)
-		if code != exitError || !strings.Contains(stderr, c.want) {
+		if code != cli.ExitError || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 3 and %q", c.args, code, stderr, c.want)
 		}
 	}
@@ -295,7 +296,7 @@ func TestTestEtcdUsage(t *testing.T) {
 	}
 	// --help names the flags and says why clock faults are absent.
 	code, stdout, _ := runCLI("test", "etcd", "--help")
-	if code != exitValid || !strings.Contains(stdout, "--serializable-reads") || !strings.Contains(stdout, "Clock faults do not apply") {
+	if code != cli.ExitValid || !strings.Contains(stdout, "--serializable-reads") || !strings.Contains(stdout, "Clock faults do not apply") {
 		t.Errorf("help: exit %d\n%s", code, stdout)
 	}
 }
@@ -309,7 +310,7 @@ func TestTestEtcdRuns(t *testing.T) {
 	if _, err := exec.LookPath("etcd"); err != nil {
 		testenv.Missing(t, "etcd (Debian package etcd-server)")
 	}
-	bin := testenv.Binary(t)
+	bin := binary(t)
 	// A relative --store, as a user types it: the members run in the
 	// run's folder, so every path they get must be absolute.
 	work := t.TempDir()
@@ -326,7 +327,7 @@ func TestTestEtcdRuns(t *testing.T) {
 		}
 	}
 	cmd, err := os.ReadFile(filepath.Join(store, "etcd", "latest", "command"))
-	if err != nil || !strings.Contains(string(cmd), "ipfence test etcd --workload register --time-limit 12s") {
+	if err != nil || !strings.Contains(string(cmd), "ipfence-verify test etcd --workload register --time-limit 12s") {
 		t.Errorf("command file: %v %q", err, cmd)
 	}
 	// The members' data is in the run's folder, not in a store nested
@@ -363,17 +364,22 @@ func TestMainCommandOnAFreshClone(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
 		testenv.Missing(t, "a git checkout at %s to clone", root)
 	}
+	// The command is the README's, as typed.
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil || !strings.Contains(string(readme), "```sh\ngo run ./cmd/ipfence-verify test capture\n```") {
+		t.Fatalf("the README's main command is not go run ./cmd/ipfence-verify test capture (%v)", err)
+	}
 	clone := filepath.Join(t.TempDir(), "ipfence")
 	if out, err := exec.Command("git", "clone", "--quiet", root, clone).CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v\n%s", err, out)
 	}
-	run := exec.Command("go", "run", "./cmd/ipfence", "test", "capture", "--time-limit", "20s")
+	run := exec.Command("go", "run", "./cmd/ipfence-verify", "test", "capture", "--time-limit", "20s")
 	run.Dir = clone
 	var stderr strings.Builder
 	run.Stderr = &stderr
 	out, err := run.Output()
 	if err != nil {
-		t.Fatalf("go run ./cmd/ipfence test capture --time-limit 20s: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+		t.Fatalf("go run ./cmd/ipfence-verify test capture --time-limit 20s: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
 	}
 	store := filepath.Join(clone, "store")
 	text := string(out)

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/verify/follow"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/isolation"
@@ -27,14 +27,6 @@ import (
 	"github.com/ipfence/ipfence/verify/model"
 	"github.com/ipfence/ipfence/verify/workload"
 )
-
-// The capture test's owner model lives beside the test; registering it
-// lets `check --model capture-owner` read the test's capture-owner.jsonl.
-func init() {
-	if err := model.Register(ownermodel.Model{}); err != nil {
-		panic(err)
-	}
-}
 
 // checkNames lists every --model value: the linearizability models, the
 // transactional workloads, and the Jepsen workload checkers.
@@ -66,14 +58,14 @@ func parseHistory(file string, data []byte, format history.Format, maxParsed int
 	}
 	slog.Debug("read history", "file", file, "format", h.Format, "events", len(h.Events), "took", time.Since(start))
 	if h.TornLine > 0 {
-		fmt.Fprintf(warn, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+		fmt.Fprintf(warn, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
 			file, h.TornLine, len(h.Events))
 	}
 	return h, size, nil
 }
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("check", "check [--model M] [--consistency C] [--format F] [--initial V] [--timeout D] [--json] [--html FILE] [--dot DIR] FILE...", stderr)
+	fs, level := cli.FlagSet("check", "check [--model M] [--consistency C] [--format F] [--initial V] [--timeout D] [--json] [--html FILE] [--dot DIR] FILE...", stderr)
 	modelName := fs.String("model", "cas-register", "model to check against: "+strings.Join(checkNames(), ", "))
 	formatName := fs.String("format", "", "history format: "+formatNames()+" (default: detected from content)")
 	initial := fs.String("initial", "", "initial register value as an EDN or JSON literal, such as 0 or \"x\" (default nil: absent)")
@@ -91,13 +83,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	groupSize := fs.Int("group-size", 0, "long-fork: the number of keys each read reads (default: any)")
 	followFlag := fs.Bool("follow", false, "check one JSON Lines FILE while it is being written, as lines arrive, until its\nend marker {\"end\":true} (which ipfence's harness appends) or --idle without growth")
 	idle := fs.Duration("idle", 0, "with --follow: end when the file has not grown for this long, such as 10s\n(default: wait for the end marker)")
-	files, code, ok := parse(fs, level, args, stderr)
+	files, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence check: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify check: "+format+"\n", a...)
+		return cli.ExitError
 	}
 	if len(files) == 0 {
 		fs.Usage()
@@ -222,7 +214,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		follower = func(file string) (follow.Checker, func() (any, string, func() error)) {
 			c := follow.NewLinear(file, opt)
 			c.Early = func(r *lincheck.Report, events int) {
-				fmt.Fprintf(stderr, "ipfence check: %s: the first %d events are already not linearizable; checking on to the end\n", file, events)
+				fmt.Fprintf(stderr, "ipfence-verify check: %s: the first %d events are already not linearizable; checking on to the end\n", file, events)
 			}
 			return c, func() (any, string, func() error) { return c.Report, c.Report.Summary(), nil }
 		}
@@ -244,7 +236,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			debug.SetGCPercent(50)
 		}
 	}
-	exit := exitValid
+	exit := cli.ExitValid
 	sawInvalid, sawUnknown := false, false
 	for _, file := range files {
 		var o *fileOutcome
@@ -255,25 +247,25 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		stderr.Write(o.warn.Bytes())
 		if o.err != nil {
-			fmt.Fprintf(stderr, "ipfence check: %v\n", o.err)
+			fmt.Fprintf(stderr, "ipfence-verify check: %v\n", o.err)
 			var le *history.LimitError
 			if errors.As(o.err, &le) {
 				if le.Parsed {
-					fmt.Fprintf(stderr, "ipfence check: (--max-memory %s leaves half, %s, to the parsed history; raise it to read more)\n",
+					fmt.Fprintf(stderr, "ipfence-verify check: (--max-memory %s leaves half, %s, to the parsed history; raise it to read more)\n",
 						*maxMem, history.Size(maxParsed))
 				} else {
-					fmt.Fprintf(stderr, "ipfence check: (--max-memory %s bounds the input to %s and each line to %s; raise it to read more)\n",
+					fmt.Fprintf(stderr, "ipfence-verify check: (--max-memory %s bounds the input to %s and each line to %s; raise it to read more)\n",
 						*maxMem, history.Size(lim.MaxBytes), history.Size(lim.MaxLine))
 				}
 			}
-			exit = exitError
+			exit = cli.ExitError
 			continue
 		}
 		if *asJSON {
 			b, err := json.Marshal(o.obj)
 			if err != nil {
-				fmt.Fprintf(stderr, "ipfence check: %s: encoding the result: %v\n", file, err)
-				exit = exitError
+				fmt.Fprintf(stderr, "ipfence-verify check: %s: encoding the result: %v\n", file, err)
+				exit = cli.ExitError
 				continue
 			}
 			fmt.Fprintf(stdout, "%s\n", b)
@@ -282,8 +274,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		if o.after != nil {
 			if err := o.after(); err != nil {
-				fmt.Fprintf(stderr, "ipfence check: %v\n", err)
-				exit = exitError
+				fmt.Fprintf(stderr, "ipfence-verify check: %v\n", err)
+				exit = cli.ExitError
 			}
 		}
 		switch o.v {
@@ -297,14 +289,14 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		slog.Debug("memory", "peak_rss", hwm, "max_memory", maxBytes)
 	}
 	switch {
-	case exit == exitError:
-		return exitError
+	case exit == cli.ExitError:
+		return cli.ExitError
 	case sawInvalid:
-		return exitInvalid
+		return cli.ExitInvalid
 	case sawUnknown:
-		return exitUnknown
+		return cli.ExitUnknown
 	}
-	return exitValid
+	return cli.ExitValid
 }
 
 // peakRSS is the process's peak resident memory in bytes (VmHWM, which
@@ -449,10 +441,10 @@ func followFile(file string, timeout, idle time.Duration, lim history.Limits, mk
 		return o
 	}
 	if !end.Marker {
-		fmt.Fprintf(&o.warn, "ipfence check: warning: %s: no end marker; the file has not grown for %s, checking the %d events read\n", file, idle, end.Events)
+		fmt.Fprintf(&o.warn, "ipfence-verify check: warning: %s: no end marker; the file has not grown for %s, checking the %d events read\n", file, idle, end.Events)
 	}
 	if end.TornLine > 0 {
-		fmt.Fprintf(&o.warn, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+		fmt.Fprintf(&o.warn, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
 			file, end.TornLine, end.Events)
 	}
 	o.v = v
@@ -516,7 +508,7 @@ func isolationCheck(opt isolation.Options, dotDir string) streamCheck {
 		}
 		slog.Debug("checked", "file", file, "events", d.Events(), "txns", r.Txns, "took", time.Since(start))
 		if t := d.TornLine(); t > 0 {
-			fmt.Fprintf(warn, "ipfence check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+			fmt.Fprintf(warn, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
 				file, t, d.Events())
 		}
 		var after func() error

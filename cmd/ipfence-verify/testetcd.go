@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/jepsen/etcdsuite"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
@@ -13,7 +14,7 @@ import (
 )
 
 func runTestEtcd(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("test etcd", "test etcd --workload register|list-append|set [--serializable-reads] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--rate R] [--store DIR] [--etcd-binary PATH] [--nodes-file FILE [--known-hosts FILE,...] [--remote-dir DIR]]", stderr)
+	fs, level := cli.FlagSet("test etcd", "test etcd --workload register|list-append|set [--serializable-reads] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--rate R] [--store DIR] [--etcd-binary PATH] [--nodes-file FILE [--known-hosts FILE,...] [--remote-dir DIR]]", stderr)
 	workload := fs.String("workload", "", "register (reads, writes, compare-and-sets on independent keys; linearizability),\nlist-append (transactions of appends and reads; strict serializability)\nor set (adds and whole-set reads; Jepsen's set-full, stale reads refused)")
 	serializable := fs.Bool("serializable-reads", false, "serve reads from the client's own member (clientv3.WithSerializable): possibly stale,\nas etcd documents; the register test must catch it")
 	nodes := fs.Int("nodes", 3, "number of etcd members, 1 to 9")
@@ -27,15 +28,15 @@ func runTestEtcd(args []string, stdout, stderr io.Writer) int {
 	nodesFile := fs.String("nodes-file", "", "run the members on the machines this file lists, over SSH, one a line:\nNAME address=HOST [port=22] [user=root] [key=FILE] [sudo=false]\n(default: the members on loopback)")
 	knownHosts := fs.String("known-hosts", "", "with --nodes-file: known_hosts files the nodes' host keys must be in,\ncomma-separated (default ~/.ssh/known_hosts)")
 	remoteDir := fs.String("remote-dir", "", "with --nodes-file: the folder on each node for its member, as DIR/<node>,\nwiped at the start (default "+etcdsuite.DefaultRemoteDir+")")
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence test: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify test: "+format+"\n", a...)
+		return cli.ExitError
 	}
 	if len(pos) > 0 {
 		return fail("unexpected argument %q", pos[0])

@@ -8,11 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipfence/ipfence/internal/cli"
 	"github.com/ipfence/ipfence/verify/txnsim"
 )
 
 func runSim(args []string, stdout, stderr io.Writer) int {
-	fs, level := flagSet("sim", "sim --db DB --workload W [--ops N] [--concurrency C] [--keys K] [--seed S] [--out FILE]", stderr)
+	fs, level := cli.FlagSet("sim", "sim --db DB --workload W [--ops N] [--concurrency C] [--keys K] [--seed S] [--out FILE]", stderr)
 	db := fs.String("db", "", "simulated database: "+strings.Join(txnsim.DBs, ", "))
 	workload := fs.String("workload", "list-append", "workload: "+strings.Join(txnsim.Workloads, ", "))
 	ops := fs.Int("ops", 1000, "number of transactions")
@@ -23,15 +24,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	infoRate := fs.Float64("info-rate", 0, "probability that a transaction's outcome is indeterminate (info)")
 	seed := fs.Uint64("seed", 1, "seed: the same flags give the same history, byte for byte")
 	out := fs.String("out", "", "write the history to FILE instead of stdout")
-	pos, code, ok := parse(fs, level, args, stderr)
+	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence sim: "+format+"\n", a...)
-		return exitError
+		fmt.Fprintf(stderr, "ipfence-verify sim: "+format+"\n", a...)
+		return cli.ExitError
 	}
-	bad := func(format string, a ...any) int { return usageError(stderr, "sim", format, a...) }
+	bad := func(format string, a ...any) int { return cli.UsageError(stderr, "sim", format, a...) }
 	if len(pos) > 0 {
 		return bad("unexpected argument %q: sim takes flags only", pos[0])
 	}
@@ -65,9 +66,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		MaxTxnLen: *maxLen, MaxWritesPerKey: *maxWrites, InfoRate: *infoRate, Seed: *seed}
 	if err := cfg.Validate(); err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(stderr, "ipfence sim: %s\n", strings.TrimPrefix(line, "txnsim: "))
+			fmt.Fprintf(stderr, "ipfence-verify sim: %s\n", strings.TrimPrefix(line, "txnsim: "))
 		}
-		return exitError
+		return cli.ExitError
 	}
 	w := stdout
 	var f *os.File
@@ -91,5 +92,5 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	return exitValid
+	return cli.ExitValid
 }
