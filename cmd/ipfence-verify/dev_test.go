@@ -178,7 +178,7 @@ func TestDevFailover(t *testing.T) {
 			survivor = n
 		}
 	}
-	out, err := exec.Command(testenv.Binary(t), "ctl", "--endpoint", urls[survivor], "--token-file", dir+"/secret", "--json", "status").Output()
+	out, err := exec.Command(testenv.Operator(t), "ctl", "--endpoint", urls[survivor], "--token-file", dir+"/secret", "--json", "status").Output()
 	if err != nil || json.Unmarshal(out, &st) != nil || len(st.Addresses) != 2 {
 		t.Fatalf("ctl status: %v\n%s", err, out)
 	}

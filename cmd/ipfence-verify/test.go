@@ -146,7 +146,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	o := capturesuite.Options{
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
 		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced, Provider: *prov,
-		Command: append([]string{"ipfence", "test", "capture"}, args...), Progress: stdout, TTY: tty,
+		Command: append([]string{"ipfence-verify", "test", "capture"}, args...), Progress: stdout, TTY: tty,
 	}
 	out, err := capturesuite.Run(ctx, o)
 	return finish(out, err, stdout, stderr, printSummary)

@@ -74,7 +74,7 @@ func runTestEtcd(args []string, stdout, stderr io.Writer) int {
 	o := etcdsuite.Options{
 		Binary: *bin, Workload: *workload, SerializableReads: *serializable, Nodes: *nodes, Concurrency: *conc,
 		Rate: *rate, TimeLimit: *limit, Nemesis: splitKinds(*nem), Seed: *seed, Store: *store,
-		Command: append([]string{"ipfence", "test", "etcd"}, args...), Progress: stdout, TTY: tty,
+		Command: append([]string{"ipfence-verify", "test", "etcd"}, args...), Progress: stdout, TTY: tty,
 		NodesFile: *nodesFile, KnownHosts: known, RemoteDir: *remoteDir,
 	}
 	out, err := etcdsuite.Run(ctx, o)

@@ -52,7 +52,7 @@ func TestDoctorUsage(t *testing.T) {
 // against no, one and two hosts answering for the address.
 func TestDoctorLAN(t *testing.T) {
 	l := l2labtest.New(t, l2lab.Options{Hosts: 2})
-	bin := testenv.Binary(t)
+	bin := testenv.Operator(t)
 	drivers := map[string]*onprem.Driver{}
 	for _, h := range l.Hosts() {
 		err := l.Do(h, func() error {

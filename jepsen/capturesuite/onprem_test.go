@@ -153,7 +153,7 @@ func reachBy(t testing.TB, c *onprem, host string, since, deadline time.Time) {
 // status and output.
 func doctor(t testing.TB, c *onprem) (int, string) {
 	t.Helper()
-	out, err := c.lab.Command(c.lab.Observer(), c.o.bin, "doctor", "--address", c.lab.Address().String(), "--interface", c.lab.LANDevice()).CombinedOutput()
+	out, err := c.lab.Command(c.lab.Observer(), testenv.Operator(t), "doctor", "--address", c.lab.Address().String(), "--interface", c.lab.LANDevice()).CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

@@ -32,11 +32,12 @@ import (
 // hostile checker: its first attack stops every Lamport clock, so nothing
 // moves).
 
-// revertedBinary builds ipfence with the build tag tag.
+// revertedBinary builds the toolkit (whose serve the nodes run) with the
+// build tag tag.
 func revertedBinary(t *testing.T, tag string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ipfence-"+tag)
-	cmd := exec.Command("go", "build", "-tags", tag, "-o", bin, "./cmd/ipfence")
+	cmd := exec.Command("go", "build", "-tags", tag, "-o", bin, "./cmd/ipfence-verify")
 	cmd.Dir = testenv.RepoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags %s: %v\n%s", tag, err, out)

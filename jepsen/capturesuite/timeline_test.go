@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
@@ -266,10 +267,7 @@ func TestLinearPageNamesProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Lookup("capture-owner")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var m model.Model = ownermodel.Model{}
 	res := withTimeline(col, 6, checker.Compose(map[string]checker.Checker{
 		"linear": checker.Linearizable(checker.LinearOptions{Model: m, History: ownerHistory(col)}),
 	})).Check(t.Context(), r)

@@ -98,34 +98,48 @@ func Program(t testing.TB, names ...string) string {
 	return ""
 }
 
-// The ipfence binary, built once per test process.
+// The binaries, each built once per test process.
 var (
-	binaryOnce sync.Once
-	binaryPath string
-	binaryErr  error
+	toolkit  built
+	operator built
 )
 
-// Binary builds ./cmd/ipfence once per test process (without the race
-// detector: it runs as the system under test, in processes of its own) and
-// returns its path.
-func Binary(t testing.TB) string {
+// built is a binary built once.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// build builds ./cmd/name once (without the race detector: it runs as the
+// system under test, in processes of its own) and returns its path.
+func (b *built) build(t testing.TB, name string) string {
 	t.Helper()
 	root := RepoRoot(t)
-	binaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ipfence-bin-")
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", name+"-bin-")
 		if err != nil {
-			binaryErr = err
+			b.err = err
 			return
 		}
-		binaryPath = filepath.Join(dir, "ipfence")
-		cmd := exec.Command("go", "build", "-o", binaryPath, "./cmd/ipfence")
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", b.path, "./cmd/"+name)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binaryErr = fmt.Errorf("go build ./cmd/ipfence: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, out)
 		}
 	})
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binaryPath
+	return b.path
 }
+
+// Binary builds the toolkit's binary, ./cmd/ipfence-verify, once per test
+// process and returns its path: the suites start the cloud simulator and
+// their nodes (its serve, wired as the operator's) from it.
+func Binary(t testing.TB) string { t.Helper(); return toolkit.build(t, "ipfence-verify") }
+
+// Operator builds the operator's binary, ./cmd/ipfence (serve, ctl,
+// doctor), once per test process and returns its path.
+func Operator(t testing.TB) string { t.Helper(); return operator.build(t, "ipfence") }

@@ -310,6 +310,12 @@ func TestObserverLateHolder(t *testing.T) {
 		t.Fatal("no report for the address")
 	}
 	seq, dropouts := l.changes(rep, interval)
+	// h1 answers late by design, so a loaded machine (CI beside other
+	// suites) can delay its replies past even the late credit for more
+	// than two rounds: a stretch with no responder is a dropout however
+	// long, never a wrong responder. What this test holds is the order of
+	// the holders and that no round had two (DualResponder above).
+	seq = slices.Compact(slices.DeleteFunc(seq, func(s string) bool { return s == "[]" }))
 	var want []string
 	for range handOvers {
 		want = append(want, "["+l.macs("h1")+"]", "["+l.macs("h2")+"]")
