@@ -59,3 +59,29 @@ func ExampleFuncs() {
 	// false
 	//   read → 1 — the longest linearizable prefix (1 ops) ends in state count 2
 }
+
+// A program's own model, registered at its start, is found by name as the
+// built-in ones are: from a command-line flag, say. A second model of the
+// same name is refused.
+func ExampleRegister() {
+	toggle := model.Funcs[bool]{
+		Name: "toggle-of-mine",
+		Doc:  "flip, and read the switch",
+		Init: func() bool { return false },
+		Step: func(on bool, op history.Op) (bool, bool) {
+			if op.F == "flip" {
+				return !on, true
+			}
+			return on, model.Returned(op, on)
+		},
+	}
+	if err := model.Register(toggle.Model()); err != nil {
+		fmt.Println(err)
+	}
+	m, err := model.Lookup("toggle-of-mine")
+	fmt.Println(m.Name(), "—", m.Doc(), err)
+	fmt.Println(model.Register(toggle.Model()))
+	// Output:
+	// toggle-of-mine — flip, and read the switch <nil>
+	// model.Register: a model named "toggle-of-mine" is already known
+}

@@ -262,6 +262,9 @@ func TestCompileErrors(t *testing.T) {
 			t.Errorf("%s %s: got %v, want %q", c.model, c.history, err, c.want)
 		}
 	}
+	saved := registered
+	registered = nil // the built-in models alone (ExampleRegister may have run before, under -count)
+	defer func() { registered = saved }()
 	if _, err := Lookup("knossos"); err == nil || err.Error() != `unknown model "knossos"; valid models: register, cas-register, multi-register, kv, mutex, set, fifo-queue, independent-register, independent-cas-register` {
 		t.Errorf("Lookup: %v", err)
 	}
@@ -495,6 +498,7 @@ func TestModelsAgreeWithBruteForce(t *testing.T) {
 // refused, and the first stays.
 func TestRegister(t *testing.T) {
 	saved := registered
+	registered = nil // as at a program's start (ExampleRegister may have run before, under -count)
 	t.Cleanup(func() { registered = saved })
 	mine := Funcs[int]{Name: "counter-of-mine", Init: func() int { return 0 }, Step: func(s int, _ history.Op) (int, bool) { return s + 1, true }}.Model()
 	if err := Register(mine); err != nil {
