@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
@@ -57,6 +58,10 @@ type Client struct {
 	// HTTP carries the requests (its transport holds TLS); nil means a
 	// client with a 5 s timeout.
 	HTTP *http.Client
+
+	// next is the endpoint tried first: the last one that answered, so
+	// that a stopped member costs one timeout, not one per request.
+	next atomic.Int64
 }
 
 func (c *Client) http() *http.Client {
@@ -83,43 +88,72 @@ type kv struct {
 }
 
 // call posts req to path on the first endpoint that answers and decodes
-// the answer into out.
+// the answer into out. It starts with the endpoint that answered last, and
+// when ctx has a deadline each endpoint gets an equal share of what is left
+// of it: a paused member (its socket accepts, nothing answers) must not use
+// up the whole deadline before the next member is asked. A request that
+// timed out may still have been applied, so each is safe to send again to
+// another member: a bump or a check is a transaction guarded by a revision
+// (sent twice, the second fails its compare); a session's put writes the
+// same value under the same lease; a lease granted twice leaves one unused,
+// which expires.
 func (c *Client) call(ctx context.Context, path string, req, out any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
+	n := len(c.Endpoints)
+	first := int(c.next.Load())
 	var errs []error
-	for _, ep := range c.Endpoints {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(ep, "/")+path, bytes.NewReader(body))
-		if err != nil {
+	for i := range n {
+		j := (first + i) % n
+		ep := c.Endpoints[j]
+		done, err := c.try(ctx, n-i, ep, path, body, out)
+		if done {
+			if err == nil {
+				c.next.Store(int64(j))
+			}
 			return err
 		}
-		r.Header.Set("Content-Type", "application/json")
-		resp, err := c.http().Do(r)
-		if err != nil {
-			errs = append(errs, err)
-			if ctx.Err() != nil {
-				break
-			}
-			continue
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
 		}
-		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-		resp.Body.Close()
-		if rerr != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ep, rerr))
-			continue
-		}
-		if resp.StatusCode != http.StatusOK {
-			// etcd answered: an error of the request, not of reaching it.
-			return fmt.Errorf("etcd %s%s answered %s: %s", ep, path, resp.Status, bytes.TrimSpace(b))
-		}
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("etcd %s%s: %w", ep, path, err)
-		}
-		return nil
 	}
 	return fmt.Errorf("%w: %v", ErrUnreachable, errors.Join(errs...))
+}
+
+// try posts body to one endpoint, with a share 1/left of ctx's remaining
+// time. done reports that the endpoint answered (err is then the answer's
+// error, if any); otherwise err says why it could not be reached.
+func (c *Client) try(ctx context.Context, left int, ep, path string, body []byte, out any) (done bool, err error) {
+	if dl, ok := ctx.Deadline(); ok && left > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(dl)/time.Duration(left))
+		defer cancel()
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(ep, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return true, err
+	}
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := c.http().Do(r)
+	if err != nil {
+		return false, err
+	}
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	resp.Body.Close()
+	if rerr != nil {
+		return false, fmt.Errorf("%s: %w", ep, rerr)
+	}
+	if resp.StatusCode != http.StatusOK {
+		// etcd answered: an error of the request, not of reaching it.
+		return true, fmt.Errorf("etcd %s%s answered %s: %s", ep, path, resp.Status, bytes.TrimSpace(b))
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return true, fmt.Errorf("etcd %s%s: %w", ep, path, err)
+	}
+	return true, nil
 }
 
 // decode reads a record from an etcd value.

@@ -3,9 +3,12 @@ package etcdline_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -143,5 +146,45 @@ func TestLineUnreachable(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("the read of a stopped member took %v", d)
+	}
+}
+
+// A member that accepts connections and never answers (a paused process)
+// must not use up the caller's deadline: the next member is asked within
+// it, and later requests start with the member that answered.
+func TestPausedMemberIsPassedOver(t *testing.T) {
+	url, _ := startEtcd(t)
+	release := make(chan struct{})
+	var hung atomic.Int32
+	paused := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer paused.Close()
+	defer close(release)
+	c := &etcdline.Client{Endpoints: []string{paused.URL, paused.URL, url}, Prefix: "/paused/", Node: "n1",
+		HTTP: &http.Client{Timeout: time.Minute}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec, err := c.Get(ctx, key)
+	if err != nil {
+		t.Fatalf("two paused members before a live one: %v", err)
+	}
+	if rec.Epoch != 0 || rec.Rev != 0 {
+		t.Fatalf("an empty line read %+v", rec)
+	}
+	if n := hung.Load(); n != 2 {
+		t.Fatalf("the paused members were asked %d times, want 2", n)
+	}
+	for range 3 {
+		if _, err := c.Get(ctx, key); err != nil {
+			t.Fatalf("a read after the live member answered: %v", err)
+		}
+	}
+	if n := hung.Load(); n != 2 {
+		t.Fatalf("later reads went to the paused members again: asked %d times, want 2", n)
 	}
 }
