@@ -18,6 +18,8 @@ func TestCoveredByAcknowledgedHeartbeats(t *testing.T) {
 	n1.mu.Lock()
 	n1.cfg.Timing = Timing{TTL: window}
 	n1.contact = liveness.New(len(n1.nodes), window)
+	clock := newHandClock()
+	n1.now = clock.Now
 	n1.mu.Unlock()
 	peer := func(name string) Peer {
 		for _, p := range n1.cfg.Peers {
@@ -37,7 +39,7 @@ func TestCoveredByAcknowledgedHeartbeats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	early := time.Now()
+	early := clock.Now()
 	if err := n1.Covered(early); !errors.Is(err, ErrUncovered) {
 		t.Fatalf("before any acknowledgement: %v", err)
 	}
@@ -47,12 +49,13 @@ func TestCoveredByAcknowledgedHeartbeats(t *testing.T) {
 	if err := n1.Covered(early); !errors.Is(err, ErrUncovered) {
 		t.Fatalf("a pass begun before the first cover: %v", err)
 	}
-	begun := time.Now()
+	clock.Advance(time.Millisecond)
+	begun := clock.Now()
 	if err := n1.Covered(begun); err != nil {
 		t.Fatalf("a pass begun under cover: %v", err)
 	}
 	// Silence for the window: the peers may find n1 stale now.
-	time.Sleep(window + 100*time.Millisecond)
+	clock.Advance(window)
 	if err := n1.Covered(begun); !errors.Is(err, ErrUncovered) {
 		t.Fatalf("after a window without an acknowledgement: %v", err)
 	}
@@ -62,7 +65,8 @@ func TestCoveredByAcknowledgedHeartbeats(t *testing.T) {
 	if err := n1.Covered(begun); !errors.Is(err, ErrUncovered) {
 		t.Fatalf("a pass that spans the lapse, once the cover is back: %v", err)
 	}
-	if err := n1.Covered(time.Now()); err != nil {
+	clock.Advance(time.Millisecond)
+	if err := n1.Covered(clock.Now()); err != nil {
 		t.Fatalf("a pass begun after the cover came back: %v", err)
 	}
 }

@@ -608,12 +608,14 @@ func TestRejoinFrom(t *testing.T) {
 	ctxA, stopA := context.WithCancel(ctx)
 	runA := make(chan struct{})
 	go func() { alone.Run(ctxA); close(runA) }()
+	// A node decides whether it syncs on an answer in the same critical
+	// section that records it, and an unsynced node pulls each peer once:
+	// with both answers recorded, the decision on them is taken and final.
 	eventually(t, "a pulls b and c", func() bool {
 		alone.mu.Lock()
 		defer alone.mu.Unlock()
 		return len(alone.pulled) == 2
 	})
-	time.Sleep(100 * time.Millisecond)
 	if ok, _ := alone.Synced(); ok {
 		t.Fatal("a synced with one synced peer of two")
 	}

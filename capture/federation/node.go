@@ -160,8 +160,11 @@ type Node struct {
 	// by, and whose records it read since it may have missed news (see
 	// InContact, Covered and Synced); fed times from the monotonic clock.
 	contact *liveness.Contact
-	live    map[string]MemberState
-	stats   map[string]*PeerStats
+	// now reads the monotonic clock that hbAt and contact are fed from:
+	// time.Now, or a test's hand-advanced clock.
+	now   func() time.Time
+	live  map[string]MemberState
+	stats map[string]*PeerStats
 	// refused counts events refused at the door, by reason; logged counts
 	// the refusals logged, so that a flood does not flood the log.
 	refused map[string]uint64
@@ -213,7 +216,7 @@ func Open(cfg Config) (*Node, error) {
 		wake: map[string]chan struct{}{}, heard: map[string]chan struct{}{},
 		hbAt: map[uint64]time.Time{}, stats: map[string]*PeerStats{},
 		refused: map[string]uint64{}, pulled: map[string]bool{}, pulledInc: map[string]string{}, certs: map[string][]byte{},
-		catchUp: make(chan struct{}, 1)}
+		catchUp: make(chan struct{}, 1), now: time.Now}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -478,7 +481,7 @@ func (n *Node) EmitMany(kind Kind, subjects []string, fill func(int, *Event)) ([
 		n.first = events[0].Time
 	}
 	if err == nil && kind == Heartbeat {
-		now := time.Now()
+		now := n.now()
 		for _, e := range events {
 			n.hbAt[e.Seq] = now
 		}
@@ -647,7 +650,7 @@ func (n *Node) Receive(b Batch) (applied, refused int, err error) {
 	}
 	applied, err = n.applyLocked(ok, b.From, true)
 	if err == nil {
-		n.contact.Heard(b.From, time.Now())
+		n.contact.Heard(b.From, n.now())
 	}
 	changed := false
 	if applied > 0 {
@@ -690,7 +693,7 @@ func (n *Node) Receive(b Batch) (applied, refused int, err error) {
 func (n *Node) InContact(window time.Duration) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.contact.InContact(time.Now(), window)
+	return n.contact.InContact(n.now(), window)
 }
 
 // maxHeartbeatsKept is how many heartbeats hbAt holds before the ones
@@ -720,7 +723,7 @@ var ErrUncovered = liveness.ErrUncovered
 func (n *Node) Covered(start time.Time) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.contact.Covered(start, time.Now())
+	return n.contact.Covered(start, n.now())
 }
 
 // Handler serves the federation endpoints: POST a Batch to Path and get
@@ -1034,7 +1037,7 @@ func (n *Node) deliver(ctx context.Context, p Peer) (int, error) {
 	st.LastDelivered = n.cfg.Clock()
 	for _, e := range b.Events {
 		if e.Kind == Heartbeat && e.Origin == n.cfg.Node {
-			if at, ok := n.hbAt[e.Seq]; ok && n.contact.Acked(p.Name, at, time.Now()) {
+			if at, ok := n.hbAt[e.Seq]; ok && n.contact.Acked(p.Name, at, n.now()) {
 				n.wakeCatchUp()
 			}
 		}
