@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,13 @@ type Watcher struct {
 	err    error
 	f      *os.File
 	closed bool
+
+	// The reader's progress, counted for tests to wait on rather than
+	// guess how long it takes: rechecks (reads that ended at the read
+	// deadline and found the path still naming the FIFO held), wakes (the
+	// other reads: data, end of file, an error, a replaced path), and
+	// events applied (set returned).
+	rechecks, wakes, applied atomic.Uint64
 }
 
 // changesBuffer is how many state changes Changes holds for a slow
@@ -207,12 +215,14 @@ func (w *Watcher) run(f *os.File) {
 		}
 		switch {
 		case err == nil && n > 0:
+			w.wakes.Add(1)
 			wrote = true
 			pending = append(pending, buf[:n]...)
 			pending = w.lines(pending)
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			if sameFIFO(f, w.path) {
+				w.rechecks.Add(1)
 				continue
 			}
 		case err != nil:
@@ -221,6 +231,7 @@ func (w *Watcher) run(f *os.File) {
 		// End of file (every writer gone), a read error, or the path
 		// now names another FIFO, or none: a partial line is lost with
 		// its writer.
+		w.wakes.Add(1)
 		pending = pending[:0]
 		w.set(Event{Instance: w.instance, State: Unknown})
 		f = w.reopen(f)
@@ -258,6 +269,7 @@ func (w *Watcher) lines(p []byte) []byte {
 // reader goroutine sends, so after it has taken one element out there is
 // room for one.
 func (w *Watcher) set(e Event) {
+	defer w.applied.Add(1)
 	w.mu.Lock()
 	next := apply(w.state, w.instance, e)
 	changed := next != w.state

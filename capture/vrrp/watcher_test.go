@@ -81,6 +81,16 @@ func expect(t *testing.T, w *Watcher, want ...State) {
 	}
 }
 
+// waitFor polls cond until it holds, failing the test after 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
 func noChange(t *testing.T, w *Watcher) {
 	t.Helper()
 	select {
@@ -161,12 +171,18 @@ func TestWatcherWriterRestarts(t *testing.T) {
 		t.Fatalf("State() = %v after the writer left, want UNKNOWN", s)
 	}
 	// No writer for a while: the Watcher waits in the poller, without
-	// spinning through end of file.
+	// spinning through end of file: over three rechecks of the path,
+	// every read waited out its deadline (the reader rechecked the path
+	// at each and woke for nothing else), and it used little CPU.
 	before := cpuTime(t)
-	time.Sleep(3 * recheckEvery)
+	wakes, rechecks := w.wakes.Load(), w.rechecks.Load()
+	waitFor(t, "three rechecks without a writer", func() bool { return w.rechecks.Load() >= rechecks+3 })
 	noChange(t, w)
+	if n := w.wakes.Load() - wakes; n != 0 {
+		t.Errorf("the reader woke %d times in three rechecks without a writer: the Watcher spins", n)
+	}
 	if used := cpuTime(t) - before; used > 3*recheckEvery/5 {
-		t.Errorf("the process used %v of CPU in %v without a writer: the Watcher spins", used, 3*recheckEvery)
+		t.Errorf("the process used %v of CPU in three rechecks without a writer: the Watcher spins", used)
 	}
 
 	write2, closeIt2 := writer(t, path)
@@ -186,11 +202,18 @@ func TestWatcherFollowsReplacedFIFO(t *testing.T) {
 	write, closeIt := writer(t, path)
 	write(`INSTANCE "VI_1" MASTER 100`)
 	expect(t, w, Master)
+	w.mu.Lock()
+	first := w.f
+	w.mu.Unlock()
 	closeIt()
 	expect(t, w, Unknown)
 	// Let the Watcher reopen the old FIFO before it goes, so that it
 	// must notice the change by checking the path.
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the Watcher reopens the FIFO", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.f != nil && w.f != first
+	})
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -307,19 +330,11 @@ func TestWatcherSlowConsumer(t *testing.T) {
 		}
 		lines = append(lines, `INSTANCE "VI_1" `+s+` `+strconv.Itoa(i))
 	}
+	applied := w.applied.Load()
 	write(lines...)
-	deadline := time.Now().Add(wait)
-	for len(w.Changes()) < changesBuffer && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	// The last line is MASTER 100: wait until the reader has applied it.
-	for time.Now().Before(deadline) {
-		if w.State() == Master && len(w.Changes()) == changesBuffer {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond)
+	// The last line is MASTER 100: wait until the reader has applied it,
+	// and every line before it.
+	waitFor(t, "the reader applies every line", func() bool { return w.applied.Load() == applied+uint64(len(lines)) })
 	var got []Event
 	for len(w.Changes()) > 0 {
 		got = append(got, <-w.Changes())
