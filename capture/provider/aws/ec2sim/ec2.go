@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/ipfence/ipfence/capture"
@@ -684,13 +683,13 @@ func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request) {
 // call carries out a decoded call and writes its answer, or returns the
 // error to answer instead.
 func (s *Server) call(w http.ResponseWriter, r *http.Request, id string, q query, st stamp) *apiError {
-	code, delay := s.injected(q.action)
+	code, delay, timer := s.injected(q.action)
 	if delay > 0 {
-		t := time.NewTimer(delay)
+		fired, stop := timer(delay)
 		select {
-		case <-t.C:
+		case <-fired:
 		case <-r.Context().Done():
-			t.Stop()
+			stop()
 			return errGone
 		}
 	}

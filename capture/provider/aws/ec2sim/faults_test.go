@@ -183,20 +183,24 @@ func TestLatency(t *testing.T) {
 		t.Fatalf("unassign answered after %v, want the default latency 150ms first", d)
 	}
 
+	// From here the test ends each latency by hand, so that it knows a
+	// call is waiting out its latency, however slow the machine.
+	waits := handTimers(e.s)
+
 	// The latency comes before the change: while the assign waits, the
 	// address is not placed.
 	done := make(chan error, 1)
-	start = time.Now()
 	go func() { done <- e.assign("eni-a", false, ip7) }()
-	time.Sleep(100 * time.Millisecond)
-	if p := placement(e.s)[0]; p != "eni-a: check=true" {
-		t.Fatalf("100ms into a 300ms latency eni-a = %q, want nothing yet", p)
+	w := nextWait(t, waits)
+	if w.d != 300*time.Millisecond {
+		t.Fatalf("assign waits %v, want its action's latency 300ms", w.d)
 	}
+	if p := placement(e.s)[0]; p != "eni-a: check=true" {
+		t.Fatalf("while the assign waits out its latency eni-a = %q, want nothing yet", p)
+	}
+	w.fire <- time.Now()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Fatalf("assign answered after %v, want its action's latency 300ms first", d)
 	}
 	if p := placement(e.s)[0]; p != "eni-a:10.0.0.7 check=true" {
 		t.Fatalf("after the assign eni-a = %q", p)
@@ -204,15 +208,28 @@ func TestLatency(t *testing.T) {
 
 	// A caller that gives up during the latency changes nothing, ever.
 	before := fingerprint(t, e.s)
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	_, err := e.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
-		NetworkInterfaceId: aws.String("eni-b"), PrivateIpAddresses: []string{"10.0.0.8"},
-	})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("assign with a 50ms deadline = %v, want the deadline", err)
+	go func() {
+		_, err := e.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
+			NetworkInterfaceId: aws.String("eni-b"), PrivateIpAddresses: []string{"10.0.0.8"},
+		})
+		done <- err
+	}()
+	w = nextWait(t, waits)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("assign given up during its latency = %v, want the cancellation", err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	select {
+	case <-w.stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the simulator never noticed that the caller of the waiting assign gave up")
+	}
+	// The latency ends too, and the server finishes every call (Close
+	// waits for them): still nothing changed.
+	w.fire <- time.Now()
+	e.srv.Close()
 	if after := fingerprint(t, e.s); after != before {
 		t.Fatalf("an abandoned call changed the simulator:\n%s\n%s", before, after)
 	}

@@ -51,6 +51,45 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// latencyWait is one wait of an injected latency on a hand timer: its
+// length, the channel that ends it, and a channel closed when the server
+// stops it (its caller gave up).
+type latencyWait struct {
+	d       time.Duration
+	fire    chan time.Time
+	stopped chan struct{}
+}
+
+// handTimers makes s wait out its injected latencies on timers the test
+// fires, and returns where each wait arrives as it begins.
+func handTimers(s *Server) <-chan latencyWait {
+	waits := make(chan latencyWait, 16)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
+		w := latencyWait{d: d, fire: make(chan time.Time, 1), stopped: make(chan struct{})}
+		waits <- w
+		var once sync.Once
+		return w.fire, func() bool {
+			once.Do(func() { close(w.stopped) })
+			return true
+		}
+	}
+	return waits
+}
+
+// nextWait returns the next latency wait the server begins.
+func nextWait(t *testing.T, waits <-chan latencyWait) latencyWait {
+	t.Helper()
+	select {
+	case w := <-waits:
+		return w
+	case <-time.After(30 * time.Second):
+		t.Fatal("no call began to wait out an injected latency")
+	}
+	return latencyWait{}
+}
+
 // env is a simulator behind an httptest server and an SDK client for it.
 type env struct {
 	t     *testing.T

@@ -73,6 +73,16 @@ type Server struct {
 	rng    *rand.Rand
 	// resume is closed when the Query API resumes; nil while it runs.
 	resume chan struct{}
+	// timer starts the wait of an injected latency, returning what fires
+	// when it is over and what stops it: a real timer, or a test's timer
+	// that it fires by hand.
+	timer func(time.Duration) (<-chan time.Time, func() bool)
+}
+
+// realTimer is the timer of injected latencies: real time.
+func realTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }
 
 // State is what GET /admin/state shows: the model as visible now, the
@@ -111,7 +121,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // disagrees with c's NICs or subnet, is an error naming the file. Errors
 // about the Config are *ConfigError.
 func New(c Config) (*Server, error) {
-	s := &Server{log: c.Logger, clock: c.Clock, seed: c.Seed}
+	s := &Server{log: c.Logger, clock: c.Clock, seed: c.Seed, timer: realTimer}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -258,11 +268,12 @@ func (s *Server) waitResumed(ctx context.Context) bool {
 }
 
 // injected draws the fault of one call of action: the error code to fail
-// it with ("" for none) and the latency to wait first.
-func (s *Server) injected(action string) (string, time.Duration) {
+// it with ("" for none), the latency to wait first, and the timer to wait
+// it with.
+func (s *Server) injected(action string) (string, time.Duration, func(time.Duration) (<-chan time.Time, func() bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.faults.draw(action, s.rng), s.faults.latency(action)
+	return s.faults.draw(action, s.rng), s.faults.latency(action), s.timer
 }
 
 // mutate runs f on the model at one instant and saves the result.
