@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +60,11 @@ func crashChild() {
 		Providers: map[string]provider.Provider{"aws": &memory.Client{BaseURL: os.Getenv("IPFENCE_PROVIDER")}},
 		Policy:    policy.AllowAll(1000), Execute: true,
 		RunningTimeout: 100 * time.Millisecond, Interval: time.Millisecond,
+		OnPass: func(reconcile.Report, error) {
+			if os.Getenv("IPFENCE_CRASH_PASSES") == "1" {
+				fmt.Println("pass")
+			}
+		},
 	})
 	fmt.Println("ready")
 	loop.Run(context.Background())
@@ -110,25 +116,31 @@ func TestCrashSafetySIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := func() (*exec.Cmd, error) {
+	// start starts the child; with passes, it prints a line after every
+	// pass, which the caller must read.
+	start := func(passes bool) (*exec.Cmd, *bufio.Reader, error) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "IPFENCE_CRASH_CHILD=1", "IPFENCE_STATE="+statePath,
 			"IPFENCE_CONFIG="+configPath, "IPFENCE_PROVIDER="+srv.URL)
+		if passes {
+			cmd.Env = append(cmd.Env, "IPFENCE_CRASH_PASSES=1")
+		}
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := cmd.Start(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		line, err := bufio.NewReader(out).ReadString('\n')
+		rd := bufio.NewReader(out)
+		line, err := rd.ReadString('\n')
 		if err != nil || line != "ready\n" {
 			cmd.Process.Kill()
 			cmd.Wait()
-			return nil, fmt.Errorf("child did not start: %q %v", line, err)
+			return nil, nil, fmt.Errorf("child did not start: %q %v", line, err)
 		}
-		return cmd, nil
+		return cmd, rd, nil
 	}
 
 	r := rand.New(rand.NewPCG(20261130, 1))
@@ -199,7 +211,7 @@ func TestCrashSafetySIGKILL(t *testing.T) {
 			drained = !drained
 			writeConfig(drained)
 		}
-		cmd, err := start()
+		cmd, _, err := start(false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,10 +228,19 @@ func TestCrashSafetySIGKILL(t *testing.T) {
 
 	// Settle: the loop, left alone, brings the provider to the desired
 	// state, and finishes every row.
-	cmd, err := start()
+	cmd, out, err := start(true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var passes atomic.Int64
+	go func() {
+		for {
+			if _, err := out.ReadString('\n'); err != nil {
+				return
+			}
+			passes.Add(1)
+		}
+	}()
 	want := "eni-a"
 	if drained {
 		want = ""
@@ -236,8 +257,16 @@ func TestCrashSafetySIGKILL(t *testing.T) {
 	for !settled() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Let the pass in flight finish its bookkeeping, then stop.
-	time.Sleep(50 * time.Millisecond)
+	// Let the pass in flight finish its bookkeeping, and a whole pass
+	// after it, begun with the provider settled; then stop.
+	deadline = time.Now().Add(30 * time.Second)
+	for seen := passes.Load(); passes.Load() < seen+2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			t.Fatalf("the loop did not complete two passes in 30 s once the provider was settled (%d passes in all)", passes.Load())
+		}
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	check(kills)
