@@ -184,20 +184,28 @@ func TestNemesisRecordedAndHealedOnInterrupt(t *testing.T) {
 		gen.Nemesis(gen.Cycle(gen.Sleep(20*time.Millisecond), gen.Once(gen.NemesisOp("start-pause", nil)),
 			gen.Sleep(20*time.Millisecond), gen.Once(gen.NemesisOp("stop-pause", nil)))),
 	)
-	// Interrupt once a progress line has named the active fault (or after
-	// 10 s, and the assertions below fail): a fixed delay would make the
-	// test depend on the machine's load.
+	// Interrupt once a progress line has named the active fault, the
+	// progress has logged a few lines, and the nemesis has begun two
+	// faults and ended the first (start, stop, start, and the next stop
+	// invoked: the three before it are recorded whole); or after 30 s,
+	// and the assertions below fail. A fixed delay would make the test
+	// depend on the machine's load.
 	prog := &signalWriter{want: "faults: pause", seen: make(chan struct{})}
-	start := time.Now()
 	go func() {
+		defer cancel()
 		select {
 		case <-prog.seen:
-			// Let at least two faults begin, and the progress log a few
-			// lines, before the interrupt.
-			time.Sleep(max(30*time.Millisecond, 150*time.Millisecond-time.Since(start)))
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
+			return
 		}
-		cancel()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			nem.mu.Lock()
+			invoked := len(nem.log)
+			nem.mu.Unlock()
+			if invoked >= 4 && strings.Count(prog.String(), "\n") >= 3 {
+				return
+			}
+		}
 	}()
 	out, err := Run(ctx, Test{
 		Name: "nem", Concurrency: 2, Client: &regClient{r: &register{}}, Nemesis: nem, Generator: g,
