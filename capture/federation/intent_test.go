@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipfence/ipfence/capture/liveness"
 )
 
 // keptState reports whether n never lost its state or has learned the
@@ -52,21 +54,48 @@ func runAll(t *testing.T, c *cluster) {
 // and c has heard nothing of it — and the drain wins everywhere.
 func TestIntentOrderedAfterAnsweredIntent(t *testing.T) {
 	c := newCluster(t, "a", "b", "c")
+	// c pulls records outside EmitIntent only to sync and to catch up:
+	// at its first cover, and after a lapse of its cover (its heartbeats
+	// unacknowledged for the contact window, which a loaded machine
+	// stretches past 100 ms). Such a pull that brought the drain before
+	// c's own intent made the test void; one that brought it during the
+	// intent would let an undrain stamped without EmitIntent's read pass.
+	// With an hour's window and its first cover in, c starts no pull by
+	// itself; the pull cut below drops a late answer to one it started
+	// before.
+	nc := c.nodes["c"]
+	nc.mu.Lock()
+	nc.cfg.Timing = Timing{TTL: time.Hour}
+	nc.contact = liveness.New(len(nc.nodes), time.Hour)
+	nc.mu.Unlock()
 	runAll(t, c)
-	// c hears nothing pushed: neither batches nor heartbeats. It can still
-	// pull a's and b's records.
+	// Covered first: once the first cover is in, a catch-up it called
+	// for is what Synced waits for.
+	settles(t, "c is covered and has caught up", func() bool {
+		if nc.Covered(time.Now()) != nil {
+			return false
+		}
+		ok, _ := nc.Synced()
+		return ok
+	})
+	// c hears nothing pushed: neither batches nor heartbeats. Nor does it
+	// pull a's and b's records until it asks for its own intent: not even
+	// a pull of its own that was on its way.
 	c.setPushCut("a", "c", true)
 	c.setPushCut("b", "c", true)
-	// a's Lamport clock runs ahead of c's.
-	for range 5 {
-		if _, err := c.nodes["a"].Emit(Drain, "a", nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.nodes["a"].Emit(Undrain, "a", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c.setPullCut("c", "a", true)
+	c.setPullCut("c", "b", true)
+	// a's Lamport clock runs far ahead of c's, as after a burst of events
+	// c has not heard of: a million ticks, which c's heartbeats (one every
+	// 20 ms) take hours to make up. A few events on a were not enough:
+	// on a loaded machine c's heartbeats overtook them before c stamped,
+	// and the test then passed with plain Emit. (Within the door's jump
+	// window: b takes a's events.)
+	na := c.nodes["a"]
+	na.mu.Lock()
+	na.state.lamport += 1 << 20
+	na.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	drain, err := c.nodes["a"].EmitIntent(ctx, Drain, "b")
 	if err != nil {
@@ -75,6 +104,8 @@ func TestIntentOrderedAfterAnsweredIntent(t *testing.T) {
 	if drained(c.nodes["c"], "b") {
 		t.Fatal("the test is void: c received the drain before its own intent")
 	}
+	c.setPullCut("c", "a", false)
+	c.setPullCut("c", "b", false)
 	undrain, err := c.nodes["c"].EmitIntent(ctx, Undrain, "b")
 	if err != nil {
 		t.Fatalf("undrain b via c: %v", err)

@@ -1,8 +1,10 @@
 package federation
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -27,6 +29,9 @@ type cluster struct {
 	mu      sync.Mutex
 	cut     map[[2]string]bool
 	pushCut map[[2]string]bool
+	// pullCut[a][b]: a's pulls of b's records fail, even one already on
+	// its way when the cut was made (see cutTransport).
+	pullCut map[[2]string]bool
 	hang    map[[2]string]bool
 	// changes counts OnChange calls per node.
 	changes map[string]*atomic.Int64
@@ -60,10 +65,32 @@ func (ct cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		<-r.Context().Done()
 		return nil, r.Context().Err()
 	}
-	if blocked {
+	pull := r.Method == http.MethodGet
+	pullCut := func() bool {
+		ct.c.mu.Lock()
+		defer ct.c.mu.Unlock()
+		return pull && ct.c.pullCut[[2]string{ct.from, to}]
+	}
+	if blocked || pullCut() {
 		return nil, context.DeadlineExceeded
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || !pull {
+		return resp, err
+	}
+	// The answer is read whole before the cut is looked at again: what
+	// gets through was made before a cut, so before anything the test
+	// does under it.
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if pullCut() {
+		return nil, context.DeadlineExceeded
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
 }
 
 func newCluster(t *testing.T, names ...string) *cluster {
@@ -73,7 +100,7 @@ func newCluster(t *testing.T, names ...string) *cluster {
 // newClusterSigned is newCluster with each node's Signer.
 func newClusterSigned(t *testing.T, signers map[string]Signer, names ...string) *cluster {
 	c := &cluster{signers: signers, t: t, dir: t.TempDir(), nodes: map[string]*Node{}, srv: map[string]*httptest.Server{},
-		cut: map[[2]string]bool{}, pushCut: map[[2]string]bool{}, hang: map[[2]string]bool{}, changes: map[string]*atomic.Int64{}}
+		cut: map[[2]string]bool{}, pushCut: map[[2]string]bool{}, pullCut: map[[2]string]bool{}, hang: map[[2]string]bool{}, changes: map[string]*atomic.Int64{}}
 	// Servers first, so that every node knows every URL.
 	handlers := map[string]*handlerSwitch{}
 	c.sw, c.names = handlers, names
@@ -151,6 +178,14 @@ func (c *cluster) setCut(from, to string, cut bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cut[[2]string{from, to}] = cut
+}
+
+// setPullCut makes from's pulls of to's records fail (or pass again),
+// leaving from's batches and heartbeats to to alone.
+func (c *cluster) setPullCut(from, to string, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pullCut[[2]string{from, to}] = cut
 }
 
 // setPushCut makes from's batches and heartbeats to to fail (or pass
