@@ -48,3 +48,31 @@ func TestSharedAcrossProcesses(t *testing.T) {
 		t.Fatalf("child's clock %d outside the parent's [%d, %d]", child, before, after)
 	}
 }
+
+// A thread descheduled between the two clocks' reads must not shift the
+// conversion: Pair keeps the narrowest of its brackets.
+func TestPairSurvivesAPreemption(t *testing.T) {
+	defer func(m func() int64, w func() time.Time) { monoNow, timeNow = m, w }(monoNow, timeNow)
+	// A fake machine: both clocks advance 1 µs a read; the first bracket
+	// loses 50 ms to a preemption between time.Now and the second
+	// monotonic read.
+	mono := int64(1_000_000_000)
+	base := time.Now()
+	reads := 0
+	monoNow = func() int64 {
+		reads++
+		if reads == 2 {
+			mono += int64(50 * time.Millisecond)
+		}
+		mono += 1000
+		return mono
+	}
+	timeNow = func() time.Time { mono += 1000; return base.Add(time.Duration(mono - 1_000_000_000)) }
+	c := Pair()
+	// The truth: time base+d is monotonic 1e9+d.
+	probe := base.Add(time.Second)
+	want := int64(1_000_000_000) + int64(time.Second)
+	if got := c.Of(probe); got < want-2000 || got > want+2000 {
+		t.Fatalf("after a 50ms preemption in one bracket, Of is off by %v", time.Duration(got-want))
+	}
+}

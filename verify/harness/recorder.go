@@ -43,8 +43,12 @@ func NewRecorder(path string) (*Recorder, error) {
 		return nil, err
 	}
 	r := &Recorder{f: f, done: make(chan struct{})}
+	// The start's monotonic value from a pairing of the clocks, not a
+	// read of CLOCK_MONOTONIC after time.Now: a thread descheduled
+	// between the two would shift every simulator stamp against the
+	// history by that pause.
 	r.start = time.Now()
-	r.mono = monotime.Now()
+	r.mono = monotime.Pair().Of(r.start)
 	r.wg.Add(1)
 	go r.flusher()
 	return r, nil

@@ -45,14 +45,12 @@ type mutationJSON struct {
 func (s *Server) mutationsJSON() []mutationJSON {
 	ms := s.Mutations()
 	accepted := s.AcceptedTimes(ms)
-	// One reading of both clocks, and every time converted by its
+	// One pairing of both clocks, and every time converted by its
 	// distance from it (exact between times that carry a monotonic
-	// reading): converting each alone reads the clocks again each time,
-	// and two moments that were one (the changes of one PUT) would come
+	// reading): converting each alone pairs the clocks again each time,
+	// and two moments that were one (the changes of one PUT) could come
 	// out some microseconds apart, in either order.
-	ref := time.Now()
-	refMono := monotime.Of(ref)
-	mono := func(t time.Time) int64 { return refMono + int64(t.Sub(ref)) }
+	mono := monotime.Pair().Of
 	out := make([]mutationJSON, len(ms))
 	for i, m := range ms {
 		out[i] = mutationJSON{

@@ -63,10 +63,13 @@ func (s *Server) adminRoutes() {
 	})
 	s.mux.HandleFunc("GET /admin/mutations", func(w http.ResponseWriter, _ *http.Request) {
 		ms := s.Mutations()
+		// One pairing of the clocks for the whole record, so that the
+		// mutations keep their exact distances and order.
+		clk := monotime.Pair()
 		out := make([]mutationJSON, len(ms))
 		for i, m := range ms {
 			out[i] = mutationJSON{
-				Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: monotime.Of(m.Time), Call: m.Call, NIC: m.NIC,
+				Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: clk.Of(m.Time), Call: m.Call, NIC: m.NIC,
 				Epoch: m.Epoch, IdempotencyKey: m.IdempotencyKey, From: m.From, Enabled: m.Enabled,
 			}
 			if m.Address.IsValid() {
