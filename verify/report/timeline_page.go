@@ -136,6 +136,8 @@ const timelineScript = `</script>
     // run by the time they start, as ok, fail, and info or pending.
     counts = [];
     if (N <= DENSE) return;
+    // Fine buckets for a few rows, coarser ones for thousands of lanes.
+    NB = Math.max(256, Math.min(8192, Math.floor(1e6 / NR)));
     for (k = 0; k < NR; k++) counts.push(new Int32Array(NB * 3));
     for (i = 0; i < N; i++) {
       var o = out(i);
