@@ -52,6 +52,34 @@ type pageData struct {
 	Failure *pageFail   `json:"failure,omitempty"`
 	Parts   []pagePart  `json:"parts"`
 	Legend  []pageLabel `json:"legend"`
+	// Window is set when the history has more operations than the page
+	// draws: Parts then hold only the operations invoked in the window,
+	// Index covers only its events, and Summary lists every partition.
+	Window  *pageWindow  `json:"window,omitempty"`
+	Summary []pageSumRow `json:"summary,omitempty"`
+}
+
+// pageWindow is the stretch of a large history that the page draws.
+type pageWindow struct {
+	// From and To are the event positions the axis spans: the first
+	// drawn operation's invoke and the last one's completion (or its
+	// invoke, when it ends beyond every other).
+	From int `json:"from"`
+	To   int `json:"to"`
+	// Shown counts the operations drawn and Left those of the
+	// partitions left out (Omitted counts those in none); Around says
+	// what the window is centred on.
+	Shown  int    `json:"shown"`
+	Left   int    `json:"left"`
+	Around string `json:"around"`
+}
+
+// pageSumRow is one partition in the summary of a windowed page.
+type pageSumRow struct {
+	Label string `json:"label"`
+	Valid string `json:"valid"`
+	Ops   int    `json:"ops"`
+	Shown int    `json:"shown"`
 }
 
 // pageLabel is one entry of the legend: a CSS class and what it means.
@@ -132,6 +160,65 @@ type HTMLOptions struct {
 	// nil, or "" for a process, keeps the default: "nemesis", and "p"
 	// followed by the number.
 	Names func(history.Process) string
+	// MaxOps bounds the operations the page draws: a history with more
+	// is drawn as a window of MaxOps operations in invoke order, centred
+	// on the operation no linearization gets past (or at the start when
+	// there is none), with a table of every partition. 0 means
+	// DefaultMaxOps; a negative value draws every operation.
+	MaxOps int
+}
+
+// DefaultMaxOps is the default HTMLOptions.MaxOps: a browser lays out
+// a page of 10,000 bars in well under a second, and a page of a million
+// not at all.
+const DefaultMaxOps = 10_000
+
+// window chooses the operations a page of r draws: nil when it draws them
+// all, else a set of (partition, partition-local index) and the window.
+func (r *Report) window(o HTMLOptions) (map[[2]int]bool, *pageWindow) {
+	limit := o.MaxOps
+	if limit == 0 {
+		limit = DefaultMaxOps
+	}
+	total := 0
+	for _, p := range r.parts {
+		total += len(p.Ops)
+	}
+	if limit < 0 || total <= limit {
+		return nil, nil
+	}
+	type ref struct{ part, i, call int }
+	all := make([]ref, 0, total)
+	for p, part := range r.parts {
+		for i, op := range part.Ops {
+			all = append(all, ref{p, i, r.ops[op.ID].Call})
+		}
+	}
+	slices.SortFunc(all, func(a, b ref) int {
+		return cmp.Or(cmp.Compare(a.call, b.call), cmp.Compare(a.part, b.part), cmp.Compare(a.i, b.i))
+	})
+	centre, around := 0, "the start of the history"
+	if p := r.result.FirstFailure(); p >= 0 && p < len(r.parts) {
+		i, what := 0, "the first operation of the partition that failed"
+		if f := r.result.Partitions[p].Failed; f >= 0 {
+			i, what = f, "the operation no linearization gets past"
+		}
+		centre = slices.IndexFunc(all, func(x ref) bool { return x.part == p && x.i == i })
+		around = what
+	}
+	lo := max(min(centre-limit/2, total-limit), 0)
+	keep := make(map[[2]int]bool, limit)
+	w := &pageWindow{From: all[lo].call, Shown: limit, Left: total - limit, Around: around}
+	for _, x := range all[lo : lo+limit] {
+		keep[[2]int{x.part, x.i}] = true
+		o := &r.ops[r.parts[x.part].Ops[x.i].ID]
+		w.To = max(w.To, o.Call+1)
+		if o.Return >= 0 && !o.Pending() {
+			w.To = max(w.To, o.Return+1)
+		}
+	}
+	w.To = min(w.To, len(r.history.Events))
+	return keep, w
 }
 
 // name is process p's name on the page.
@@ -212,11 +299,17 @@ func (r *Report) page(o HTMLOptions) (*pageData, error) {
 			{"pend", "pending: outcome unknown, may take effect up to the end"},
 		},
 	}
+	keep, win := r.window(o)
+	from, to := 0, len(events)
+	if win != nil {
+		d.Window = win
+		from, to = win.From, win.To
+	}
 	for pos, e := range events {
 		if e.Index != int64(pos) {
-			d.Index = make([]int64, len(events))
-			for i, e := range events {
-				d.Index[i] = e.Index
+			d.Index = make([]int64, 0, to-from)
+			for _, e := range events[from:to] {
+				d.Index = append(d.Index, e.Index)
 			}
 			break
 		}
@@ -233,11 +326,19 @@ func (r *Report) page(o HTMLOptions) (*pageData, error) {
 	// partition to draw them in. The header counts them instead.
 	used := make([]bool, len(r.ops))
 	for p := range r.parts {
-		part := r.part(p, o)
 		for _, o := range r.parts[p].Ops {
 			used[o.ID] = true
 		}
-		d.Parts = append(d.Parts, part)
+		if win == nil {
+			d.Parts = append(d.Parts, r.part(p, o, nil, len(events)))
+			continue
+		}
+		part := r.part(p, o, func(i int) bool { return keep[[2]int{p, i}] }, win.To)
+		row := pageSumRow{Label: r.parts[p].Label, Valid: part.Valid, Ops: len(r.parts[p].Ops), Shown: len(part.Ops)}
+		d.Summary = append(d.Summary, row)
+		if len(part.Ops) > 0 {
+			d.Parts = append(d.Parts, part)
+		}
 	}
 	for _, u := range used {
 		if !u {
@@ -248,8 +349,10 @@ func (r *Report) page(o HTMLOptions) (*pageData, error) {
 }
 
 // part describes partition p. Operations keep the partition's order, so
-// that a partition-local index i is also the index into Ops.
-func (r *Report) part(p int, opt HTMLOptions) pagePart {
+// that a partition-local index i is also the index into Ops. When keep is
+// not nil, only the operations it keeps are described, in the same order,
+// and bars run at most to the event position to.
+func (r *Report) part(p int, opt HTMLOptions, keep func(int) bool, to int) pagePart {
 	part := &r.parts[p]
 	events := r.history.Events
 	out := pagePart{Label: part.Label, Valid: linear.Unknown.String()}
@@ -268,9 +371,23 @@ func (r *Report) part(p int, opt HTMLOptions) pagePart {
 		}
 	}
 
+	// at maps a partition-local index to its place in out.Ops, -1 when
+	// it is left out.
+	at := make([]int, len(part.Ops))
+	n := 0
+	for i := range at {
+		at[i] = -1
+		if keep == nil || keep(i) {
+			at[i] = n
+			n++
+		}
+	}
 	lane := map[history.Process]int{}
 	var procs []history.Process
-	for _, o := range part.Ops {
+	for i, o := range part.Ops {
+		if at[i] < 0 {
+			continue
+		}
 		pr := r.ops[o.ID].Process
 		if _, ok := lane[pr]; !ok {
 			lane[pr] = 0
@@ -284,8 +401,11 @@ func (r *Report) part(p int, opt HTMLOptions) pagePart {
 	// rowEnds[l] holds, for each row of lane l, where its last bar ends.
 	rowEnds := make([][]int, len(procs))
 
-	out.Ops = make([]pageOp, len(part.Ops))
+	out.Ops = make([]pageOp, n)
 	for i, lo := range part.Ops {
+		if at[i] < 0 {
+			continue
+		}
 		o := &r.ops[lo.ID]
 		op := pageOp{
 			Lane: lane[o.Process], Call: o.Call, End: o.Return, Pending: o.Pending(),
@@ -301,11 +421,12 @@ func (r *Report) part(p int, opt HTMLOptions) pagePart {
 			// runs to the end even when an info completion was recorded.
 			op.End = len(events)
 		}
+		op.End = min(op.End, to)
 		if o.Error != nil {
 			op.Err = showJSON(o.Error)
 		}
 		op.Failed = i == failed
-		out.Ops[i] = op
+		out.Ops[at[i]] = op
 	}
 
 	// Rows are assigned in invoke order, first fit: a process's operations
@@ -333,13 +454,17 @@ func (r *Report) part(p int, opt HTMLOptions) pagePart {
 	}
 
 	for k, i := range order {
-		out.Ops[i].N = k + 1
+		if at[i] >= 0 {
+			out.Ops[at[i]].N = k + 1
+		}
 	}
 	out.Order = len(order)
 	state := part.Spec.Init()
 	for _, s := range linear.Replay(part.Spec, order) {
-		out.Ops[s.Op].Before = pageState(part.Spec, s.Before)
-		out.Ops[s.Op].After = pageState(part.Spec, s.After)
+		if j := at[s.Op]; j >= 0 {
+			out.Ops[j].Before = pageState(part.Spec, s.Before)
+			out.Ops[j].After = pageState(part.Spec, s.After)
+		}
 		state = s.After
 	}
 	if ordered {
@@ -432,6 +557,10 @@ h1 { font-size: 15px; margin: 0 0 4px; word-break: break-all; }
 .key .bad { background: #e53935; border: 1px solid #8e0000; }
 .key .plain { background: #e4e8ee; border: 1px solid #8994a3; }
 .key .pend { background: linear-gradient(to right, #e4e8ee, #fff); border: 1px dashed #8994a3; }
+.window { margin: 5px 0 2px; padding: 4px 8px; border-left: 4px solid #b7791f; background: #fff8e6; }
+details.sum { margin: 3px 0; max-height: 25vh; overflow: auto; }
+details.sum table { border-collapse: collapse; font-size: 12px; }
+details.sum th, details.sum td { padding: 1px 10px 1px 0; text-align: left; }
 #tip { position: fixed; z-index: 10; display: none; max-width: 420px; padding: 6px 9px; background: #1d232b; color: #f2f4f7; border-radius: 4px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,.3); pointer-events: none; }
 #tip div + div { margin-top: 2px; }
 #tip .h { font-weight: 600; font-size: 13px; }
@@ -464,6 +593,8 @@ const pageTail = `</script>
   var bars = [];     // {el, op, part, sec}
   var sections = []; // {el, track}
   var axis, scale = 1, pinned = null, bad = null;
+  // The axis spans the window's events, or all of them.
+  var FROM = D.window ? D.window.from : 0, SPAN = Math.max((D.window ? D.window.to : D.events) - FROM, 1);
 
   function add(parent, tag, cls, text) {
     var e = document.createElement(tag);
@@ -472,7 +603,7 @@ const pageTail = `</script>
     parent.appendChild(e);
     return e;
   }
-  function eventName(pos) { return D.index ? D.index[pos] : pos; }
+  function eventName(pos) { return D.index ? D.index[pos - FROM] : pos; }
   function ns(t) {
     if (t >= 1e9) return (t / 1e9).toFixed(3) + " s";
     if (t >= 1e6) return (t / 1e6).toFixed(3) + " ms";
@@ -491,6 +622,7 @@ const pageTail = `</script>
     add(f, "span", null, plural(D.parts.length, "partition"));
     add(f, "span", null, "checked in " + D.check);
     if (D.omitted) add(f, "span", null, D.omitted + " failed ops not drawn (they certainly did not take effect)");
+    if (D.window) windowNote(h);
     if (D.failure) {
       var x = D.failure;
       add(h, "div", "fail", (x.partition ? x.partition + ": " : "") + x.name + ": " + x.op +
@@ -510,6 +642,28 @@ const pageTail = `</script>
       add(k, "i", l.class || "plain");
       add(k, "span", null, l.text);
     });
+  }
+
+  // windowNote says plainly that the page draws a window of the history,
+  // and lists every partition with its verdict and how much of it is drawn.
+  function windowNote(h) {
+    var w = D.window, n = add(h, "div", "window");
+    add(n, "strong", null, "A window, not the whole history: ");
+    add(n, "span", null, "this page draws " + plural(w.shown, "op") + " of " + (w.shown + w.left) + ", those invoked around " + w.around +
+      " (events " + eventName(w.from) + " to " + eventName(w.to - 1) + "); " + plural(w.left, "op is", "ops are") + " left out.");
+    var det = add(h, "details", "sum");
+    add(det, "summary", null, "every partition (" + D.summary.length + ")");
+    var tb = add(add(det, "table"), "tbody"), hr = add(tb, "tr");
+    ["partition", "ops", "verdict", "drawn"].forEach(function (c) { add(hr, "th", null, c); });
+    D.summary.forEach(function (p) {
+      var tr = add(tb, "tr");
+      add(tr, "td", null, p.label || "history");
+      add(tr, "td", null, String(p.ops));
+      add(add(tr, "td"), "span", "verdict " + p.valid, { "true": "linearizable", "false": "NOT linearizable" }[p.valid] || "unknown");
+      add(tr, "td", null, String(p.shown));
+    });
+    document.body.dataset.window = String(w.shown);
+    document.body.dataset.left = String(w.left);
   }
 
   function draw() {
@@ -569,12 +723,12 @@ const pageTail = `</script>
 
   function fit() {
     var w = chart.clientWidth - LABEL - 24;
-    return Math.max(w, 100) / Math.max(D.events, 1);
+    return Math.max(w, 100) / SPAN;
   }
 
   // layout places everything for the current scale (px per event).
   function layout() {
-    var w = Math.ceil(D.events * scale) + 24;
+    var w = Math.ceil(SPAN * scale) + 24;
     axis.style.width = LABEL + w + "px";
     sections.forEach(function (s) {
       s.el.style.width = LABEL + w + "px";
@@ -582,7 +736,7 @@ const pageTail = `</script>
     });
     for (var i = 0; i < bars.length; i++) {
       var b = bars[i];
-      b.el.style.left = b.op.c * scale + "px";
+      b.el.style.left = (b.op.c - FROM) * scale + "px";
       var bw = Math.max((b.op.e - b.op.c) * scale - 1, 3);
       b.el.style.width = bw + "px";
       // A bar too short for its text shows only its order number; the
@@ -594,15 +748,15 @@ const pageTail = `</script>
     var want = 80 / scale, step = 1;
     while (step < want) step *= (String(step)[0] === "2" ? 2.5 : 2);
     step = Math.round(step);
-    for (var pos = 0; pos < D.events; pos += step) {
+    for (var pos = Math.ceil(FROM / step) * step; pos < FROM + SPAN; pos += step) {
       var t = add(axis, "div", "tick", String(eventName(pos)));
-      t.style.left = LABEL + pos * scale + "px";
+      t.style.left = LABEL + (pos - FROM) * scale + "px";
     }
   }
 
   // clamp keeps the chart within what browsers lay out (about 33 million
   // px wide).
-  function clamp(s) { return Math.min(Math.max(s, 0.01), 400, 3e7 / Math.max(D.events, 1)); }
+  function clamp(s) { return Math.min(Math.max(s, 0.01), 400, 3e7 / SPAN); }
   function zoom(s) {
     s = clamp(s);
     var mid = (chart.scrollLeft + chart.clientWidth / 2 - LABEL) / scale;

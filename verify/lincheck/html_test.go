@@ -513,7 +513,7 @@ func TestHTMLInteraction(t *testing.T) {
 // effect when it completes, so the history is linearizable by construction;
 // some puts fail (and do not take effect) and some crash (info: they take
 // effect, and the client continues as a new process), as in Jepsen.
-func syntheticKV(t *testing.T, n, procs, keys int) []byte {
+func syntheticKV(t testing.TB, n, procs, keys int) []byte {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	type call struct {

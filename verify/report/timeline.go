@@ -67,6 +67,9 @@ type timelineData struct {
 	// Verdict and Checkers head the page (see TimelineOptions).
 	Verdict  string        `json:"verdict,omitempty"`
 	Checkers []pageChecker `json:"checkers,omitempty"`
+	// Dense is the number of operations in view above which the page
+	// draws summary bands instead of bars (see TimelineOptions.Summarize).
+	Dense int `json:"dense"`
 }
 
 // pageFault is one shaded period, in µs.
@@ -122,7 +125,17 @@ type TimelineOptions struct {
 	// Checkers are each checker's verdict and findings, in the order the
 	// header lists them.
 	Checkers []CheckerSummary
+	// Summarize is the number of operations in view above which the page
+	// draws each row as a band of counts per time (how many ops, how many
+	// failed or timed out) rather than a bar per op; a click or a drag on
+	// the bands zooms in, down to single ops. 0 means DefaultSummarize.
+	Summarize int
 }
+
+// DefaultSummarize is the default TimelineOptions.Summarize: a browser
+// draws this many bars in a fraction of a second, and a run of a million
+// operations opens at once as bands.
+const DefaultSummarize = 125_000
 
 // Lane is a row of events that are not operations of the history.
 type Lane struct {
@@ -239,7 +252,7 @@ func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData 
 		Lanes: []string{}, Group: []int{}, Fs: []string{}, Vals: []string{},
 		Lane: make([]int, 0, n), Start: make([]int64, 0, n), Dur: make([]int64, 0, n),
 		F: make([]int, 0, n), Val: make([]int, 0, n),
-		Faults: []pageFault{},
+		Faults: []pageFault{}, Dense: cmp.Or(o.Summarize, DefaultSummarize),
 	}
 	for _, f := range r.faults {
 		d.Faults = append(d.Faults, pageFault{Name: f.name, Start: micros(f.start), End: micros(f.end), Open: f.open})

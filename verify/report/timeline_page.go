@@ -98,6 +98,8 @@ const timelineScript = `</script>
   // decreases, so a binary search on it finds the first op of a row that
   // reaches a time, however the ops overlap.
   var byWorker = false, rows = [], rowOf = new Int32Array(NL), rowOps = [], reach = [], NR = 0;
+  // Above DENSE ops in view the rows are drawn as bands of counts.
+  var DENSE = D.dense > 0 ? D.dense : Infinity, NB = 8192, counts = [], banded = false, drag = null;
   function layoutRows(merge) {
     byWorker = merge;
     rows = [];
@@ -130,6 +132,32 @@ const timelineScript = `</script>
       rowOps[r][j] = i;
       reach[r][j] = j ? Math.max(reach[r][j - 1], stop[i]) : stop[i];
     }
+    // Summary bands: each row's client ops counted per NB-th of the
+    // run by the time they start, as ok, fail, and info or pending.
+    counts = [];
+    if (N <= DENSE) return;
+    // Fine buckets for a few rows, coarser ones for thousands of lanes.
+    NB = Math.max(256, Math.min(8192, Math.floor(1e6 / NR)));
+    for (k = 0; k < NR; k++) counts.push(new Int32Array(NB * 3));
+    for (i = 0; i < N; i++) {
+      var o = out(i);
+      if (o >= 4) continue;
+      counts[rowOf[D.l[i]]][Math.min(NB - 1, Math.floor(start[i] / END * NB)) * 3 + (o < 2 ? o : 2)]++;
+    }
+  }
+  // inView counts the ops of rows l0 to l1 that overlap t0 to t1, up to
+  // DENSE + 1: enough to choose between bands and bars.
+  function inView(t0, t1, l0, l1) {
+    var n = 0;
+    for (var l = l0; l <= l1 && n <= DENSE; l++) {
+      var ops = rowOps[l], lo = firstReaching(l, t0), hi = ops.length;
+      while (lo < hi) {
+        var m = (lo + hi) >> 1;
+        if (start[ops[m]] <= t1) lo = m + 1; else hi = m;
+      }
+      n += Math.max(lo - firstReaching(l, t0), 0);
+    }
+    return n;
   }
   function firstReaching(l, t) {
     var r = reach[l], lo = 0, hi = r.length;
@@ -300,7 +328,8 @@ const timelineScript = `</script>
       view.scrollTop = rowOf[lane] * rowH - (H - TOP) / 2;
       relayout();
     });
-    add(tools, "span", "hint", "ctrl + wheel zooms at the pointer; shift + wheel scrolls in time; click an op to pin its details");
+    add(tools, "span", "hint", "ctrl + wheel zooms at the pointer; shift + wheel scrolls in time; click an op to pin its details" +
+      (N > DENSE ? "; with more than " + DENSE + " ops in view, rows show counts per time: click or drag on them to zoom" : ""));
     var keys = add(tools, "span", "tools");
     CLS.forEach(function (c, n) {
       if (n >= 5 && !count[n]) return;
@@ -398,7 +427,8 @@ const timelineScript = `</script>
     // (the last colour drawn would win every pixel, and a few failures
     // among many oks would paint a row red): each pixel column of a row
     // stacks its outcomes instead, in proportion to the time they cover.
-    var paths = CLS.map(function () { return new Path2D(); }), texts = [], drawn = 0;
+    var paths = CLS.map(function () { return new Path2D(); }), texts = [], drawn = 0, bandCols = 0;
+    banded = counts.length > 0 && inView(t0, t1, l0, l1) > DENSE;
     var colX = -1, cov = [0, 0, 0, 0, 0], colY = 0, colH = barH(), STACK = [0, 2, 3, 1, 4];
     function flush() {
       if (colX < 0) return;
@@ -412,7 +442,8 @@ const timelineScript = `</script>
       });
       colX = -1;
     }
-    for (l = l0; l <= l1; l++) {
+    if (banded) bandCols = bands(paths, sl, st, l0, l1);
+    for (l = l0; l <= l1 && !banded; l++) {
       var ops = rowOps[l];
       for (k = firstReaching(l, t0); k < ops.length; k++) {
         i = ops[k];
@@ -562,7 +593,62 @@ const timelineScript = `</script>
     });
     overlay();
     document.body.dataset.drawn = String(drawn);
+    document.body.dataset.mode = banded ? "bands" : "ops";
+    document.body.dataset.bands = String(bandCols);
   }
+
+  // bucketsAt returns the range of count buckets under pixel column x.
+  function bucketsAt(x, sl) {
+    var a = (x - LABEL + sl) / scale, z = (x + 1 - LABEL + sl) / scale;
+    var b0 = Math.max(0, Math.floor(a / END * NB)), b1 = Math.min(NB - 1, Math.max(b0, Math.ceil(z / END * NB) - 1));
+    return [b0, b1];
+  }
+  // sumAt sums row l's counts over buckets b0 to b1: ok, fail, other.
+  function sumAt(l, b0, b1) {
+    var c = counts[l], s = [0, 0, 0];
+    for (var b = b0; b <= b1 && b < NB; b++) { s[0] += c[b * 3]; s[1] += c[b * 3 + 1]; s[2] += c[b * 3 + 2]; }
+    return s;
+  }
+  // bands draws rows l0 to l1 as a column of counts per pixel: its
+  // height the share of the row's busiest column, its colours the
+  // outcomes stacked, and any failure or info at least a pixel tall, so
+  // that a few among thousands still show. It returns the columns drawn.
+  function bands(paths, sl, st, l0, l1) {
+    var cols = 0, x, h = barH();
+    for (var l = l0; l <= l1; l++) {
+      if (!counts[l]) continue;
+      var sums = [], top = 1;
+      for (x = LABEL; x < W; x++) {
+        var r = bucketsAt(x, sl), s = sumAt(l, r[0], r[1]);
+        sums.push(s);
+        top = Math.max(top, s[0] + s[1] + s[2]);
+      }
+      var y0 = TOP + l * rowH - st + inset() + h;
+      sums.forEach(function (s, n) {
+        var all = s[0] + s[1] + s[2];
+        if (!all) return;
+        cols++;
+        var colH = Math.max(h * all / top, 1), y = y0;
+        [[1, 1], [2, 2], [0, 0]].forEach(function (p) {
+          var c = s[p[0]];
+          if (!c) return;
+          var hh = Math.max(colH * c / all, p[0] ? 1 : 0);
+          paths[p[1]].rect(LABEL + n, y - hh, 1, hh);
+          y -= hh;
+        });
+      });
+    }
+    return cols;
+  }
+  // zoomTo shows t0 to t1 (µs) across the chart.
+  function zoomTo(t0, t1) {
+    scale = clampScale((W - LABEL - PAD) / Math.max(t1 - t0, 1));
+    extent();
+    view.scrollLeft = Math.max(0, t0 * scale);
+    paint();
+    followPin();
+  }
+  function timeAt(x) { return (x - LABEL + view.scrollLeft) / scale; }
 
   // overlay outlines the hovered and the pinned op on a canvas of its own,
   // so that moving the pointer never repaints 100,000 bars.
@@ -573,6 +659,10 @@ const timelineScript = `</script>
     hctx.beginPath();
     hctx.rect(LABEL, TOP, W - LABEL, H - TOP);
     hctx.clip();
+    if (drag && drag.x1 != null) {
+      hctx.fillStyle = "rgba(26,86,219,0.15)";
+      hctx.fillRect(Math.min(drag.x0, drag.x1), TOP, Math.abs(drag.x1 - drag.x0), H - TOP);
+    }
     if (band) {
       var a = xOf(band.s), z = Math.max(xOf(band.e), a + 2);
       hctx.fillStyle = "rgba(200,16,46,0.12)";
@@ -628,7 +718,7 @@ const timelineScript = `</script>
   // its corner): a binary search in the lane under it, with a few px of
   // slack so that ops thinner than a pixel can be pointed at.
   function hit(x, y) {
-    if (x < LABEL || y < TOP) return -1;
+    if (banded || x < LABEL || y < TOP) return -1;
     var l = Math.floor((y - TOP + view.scrollTop) / rowH);
     if (l < 0 || l >= NR) return -1;
     var t = (x - LABEL + view.scrollLeft) / scale, tol = TIP / scale, best = -1, bestD = Infinity, ops = rowOps[l];
@@ -700,7 +790,44 @@ const timelineScript = `</script>
     return { x: ev.clientX - r.left, y: ev.clientY - r.top };
   }
 
+  // On bands, a click zooms in eightfold around it and a drag zooms to
+  // the range dragged over; hovering tells a column's counts.
+  function tipBand(x, y) {
+    var l = Math.floor((y - TOP + view.scrollTop) / rowH);
+    if (x < LABEL || y < TOP || l < 0 || l >= NR || !counts[l]) return false;
+    var r = bucketsAt(x, view.scrollLeft), s = sumAt(l, r[0], r[1]);
+    tip.textContent = "";
+    add(tip, "div", "h", rows[l].label + " · " + plural(s[0] + s[1] + s[2], "op"));
+    add(tip, "div", null, s[0] + " ok · " + s[1] + " fail · " + s[2] + " info or pending");
+    add(tip, "div", null, "from " + secs(r[0] / NB * END, 3) + " to " + secs((r[1] + 1) / NB * END, 3));
+    add(tip, "div", "w", "click to zoom in, drag to zoom to a range");
+    return true;
+  }
+  view.addEventListener("mousedown", function (ev) {
+    var p = local(ev);
+    if (banded && p.x >= LABEL && p.y >= TOP) drag = { x0: p.x, x1: null };
+  });
+  view.addEventListener("mouseup", function (ev) {
+    if (!drag) return;
+    var p = local(ev), d = drag;
+    drag = null;
+    zoomClick = true;
+    if (d.x1 != null && Math.abs(p.x - d.x0) > 4) {
+      zoomTo(timeAt(Math.min(p.x, d.x0)), timeAt(Math.max(p.x, d.x0)));
+    } else {
+      var t = timeAt(p.x), w = (W - LABEL) / scale / 8;
+      zoomTo(t - w / 2, t + w / 2);
+    }
+    hide();
+    document.body.dataset.zoomed = String(Number(document.body.dataset.zoomed || 0) + 1);
+  });
   view.addEventListener("mousemove", function (ev) {
+    if (drag) { drag.x1 = local(ev).x; overlay(); return; }
+    if (banded) {
+      var q = local(ev);
+      if (tipBand(q.x, q.y)) place(ev.clientX, ev.clientY); else hide();
+      return;
+    }
     if (pinned >= 0) return;
     var p = local(ev), i = hit(p.x, p.y);
     if (i !== hover) { hover = i; overlay(); }
@@ -715,7 +842,10 @@ const timelineScript = `</script>
   });
   // A click (or a tap) pins the op's details; another click elsewhere, or
   // Escape, lets them go.
+  var zoomClick = false;
   view.addEventListener("click", function (ev) {
+    // The click that ends a zoom on the bands pins nothing.
+    if (zoomClick) { zoomClick = false; return; }
     var p = local(ev), i = hit(p.x, p.y);
     hover = -1;
     if (i >= 0 && i !== pinned) {
@@ -754,7 +884,9 @@ const timelineScript = `</script>
       var b = boxOf(i), v = view.getBoundingClientRect();
       return { x: v.left + b.x, y: v.top + b.y, w: b.w, h: b.h };
     },
-    x: function (t) { return view.getBoundingClientRect().left + xOf(t); }
+    x: function (t) { return view.getBoundingClientRect().left + xOf(t); },
+    // y is the middle of row l in client coordinates.
+    y: function (l) { return view.getBoundingClientRect().top + TOP + l * rowH - view.scrollTop + rowH / 2; }
   };
 
   // The label column fits the longest lane name, within reason.
