@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/capture/liveness"
+	"github.com/ipfence/ipfence/internal/testonly/handclock"
 )
 
 // Covered measures from the making of the newest heartbeat a majority
@@ -18,7 +19,7 @@ func TestCoveredByAcknowledgedHeartbeats(t *testing.T) {
 	n1.mu.Lock()
 	n1.cfg.Timing = Timing{TTL: window}
 	n1.contact = liveness.New(len(n1.nodes), window)
-	clock := newHandClock()
+	clock := handclock.New(time.Now())
 	n1.now = clock.Now
 	n1.mu.Unlock()
 	peer := func(name string) Peer {

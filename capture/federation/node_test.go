@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ipfence/ipfence/internal/testonly/handclock"
 )
 
 // cluster runs nodes in this process, each behind its own test server; a
@@ -196,28 +198,6 @@ func (c *cluster) setPushCut(from, to string, cut bool) {
 	c.pushCut[[2]string{from, to}] = cut
 }
 
-// handClock is a monotonic clock the test advances by hand, for a node's
-// now: what happens within a window, or after it, is then decided by the
-// test, not by how busy the machine is.
-type handClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newHandClock() *handClock { return &handClock{now: time.Now()} }
-
-func (c *handClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *handClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // eventually polls cond until it holds, failing the test after 30 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -368,7 +348,7 @@ func TestInContact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	clock := newHandClock()
+	clock := handclock.New(time.Now())
 	n.now = clock.Now
 	const window = 80 * time.Millisecond
 	if n.InContact(window) {

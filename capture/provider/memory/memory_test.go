@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/internal/testonly/handclock"
 )
 
 var (
@@ -26,25 +27,7 @@ var (
 	t0   = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 )
 
-// fakeClock is a clock the test advances by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{now: t0} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *handclock.Clock { return handclock.New(t0) }
 
 // holders returns every NIC that visibly holds a: more than one is the bug
 // the provider exists to rule out, and Describe, reporting one NIC, could

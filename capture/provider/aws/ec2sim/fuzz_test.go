@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/ec2query"
+
+	"github.com/ipfence/ipfence/internal/testonly/handclock"
 )
 
 // queryCorpus is a seed corpus for both fuzz tests: each action well
@@ -111,7 +113,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add(queryCorpus[7], false, true, "3", "k", "10.0.0")
 	f.Add(queryCorpus[0], false, true, "x", "", "")
 	f.Add(queryCorpus[0], false, false, "", "", "")
-	s, err := New(Config{NICs: nicIDs, Clock: (&fakeClock{now: t0}).Now})
+	s, err := New(Config{NICs: nicIDs, Clock: handclock.New(t0).Now})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func FuzzHandler(f *testing.F) {
 // never panics, and a model it accepts keeps the simulator's rules.
 func FuzzDecodeState(f *testing.F) {
 	dir := f.TempDir()
-	s, err := New(Config{NICs: nicIDs, StateDir: dir, Clock: (&fakeClock{now: t0}).Now})
+	s, err := New(Config{NICs: nicIDs, StateDir: dir, Clock: handclock.New(t0).Now})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func FuzzDecodeState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		m, err := st.restore((&fakeClock{now: t0}).Now)
+		m, err := st.restore(handclock.New(t0).Now)
 		if err != nil {
 			return
 		}

@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/ipfence/ipfence/internal/testonly/handclock"
 )
 
 var (
@@ -32,24 +34,6 @@ var (
 	ip8      = netip.MustParseAddr("10.0.0.8")
 	ip9      = netip.MustParseAddr("10.0.0.9")
 )
-
-// fakeClock is a clock the test advances by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // latencyWait is one wait of an injected latency on a hand timer: its
 // length, the channel that ends it, and a channel closed when the server
@@ -96,14 +80,14 @@ type env struct {
 	s     *Server
 	srv   *httptest.Server
 	ec2   *ec2.Client
-	clock *fakeClock
+	clock *handclock.Clock
 }
 
 // newEnv starts a simulator with nicIDs and a fake clock at t0, unless c
 // says otherwise.
 func newEnv(t *testing.T, c Config) *env {
 	t.Helper()
-	e := &env{t: t, clock: &fakeClock{now: t0}}
+	e := &env{t: t, clock: handclock.New(t0)}
 	if c.NICs == nil && c.StateDir == "" {
 		c.NICs = nicIDs
 	}

@@ -15,11 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/ipfence/ipfence/internal/testonly/handclock"
 )
 
 func TestStatePersistsAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fakeClock{now: t0}
+	clock := handclock.New(t0)
 	first := newEnv(t, Config{NICs: nicIDs, StateDir: dir, Clock: clock.Now, Seed: 5})
 	first.mustAssign("eni-a", false, ip7)
 	if _, err := first.ec2.ModifyNetworkInterfaceAttribute(t.Context(), &ec2.ModifyNetworkInterfaceAttributeInput{

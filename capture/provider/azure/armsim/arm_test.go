@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,37 +17,20 @@ import (
 	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/internal/monotime"
+	"github.com/ipfence/ipfence/internal/testonly/handclock"
 )
-
-// clock is a settable clock for the simulator.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 type env struct {
 	t   *testing.T
 	sim *armsim.Server
 	srv *httptest.Server
-	clk *clock
+	clk *handclock.Clock
 }
 
 func newEnv(t *testing.T, limits armsim.Limits) *env {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
-	sim, err := armsim.New(armsim.Config{NICs: []string{"nic-a", "nic-b"}, Clock: clk.now, Limits: limits})
+	clk := handclock.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	sim, err := armsim.New(armsim.Config{NICs: []string{"nic-a", "nic-b"}, Clock: clk.Now, Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,21 +207,21 @@ func TestPutIsALongRunningOperation(t *testing.T) {
 	if ms := e.sim.Mutations(); len(ms) != 0 {
 		t.Fatalf("recorded before visible: %+v", ms)
 	}
-	e.clk.add(5 * time.Second)
+	e.clk.Advance(5 * time.Second)
 	if s := e.poll(put); s != "Succeeded" {
 		t.Fatalf("status after the delay: %s", s)
 	}
 	if got := e.do("GET", e.nicPath("nic-a"), nil, nil); provisioning(got) != "Succeeded" || etag(got) != etag(put) {
 		t.Fatalf("GET after: %v", got.body)
 	}
-	want := provider.Mutation{Time: e.clk.now(), Call: capture.Assign, NIC: "nic-a", Address: netip.MustParseAddr("10.0.0.50"), Epoch: 7, IdempotencyKey: "k7"}
+	want := provider.Mutation{Time: e.clk.Now(), Call: capture.Assign, NIC: "nic-a", Address: netip.MustParseAddr("10.0.0.50"), Epoch: 7, IdempotencyKey: "k7"}
 	if ms := e.sim.Mutations(); len(ms) != 1 || ms[0] != want {
 		t.Fatalf("record %+v, want %+v", ms, want)
 	}
 	// The record's time is the visibility's; ARM accepted the change,
 	// and GETs showed it, 5 s before.
-	if at := e.sim.AcceptedTimes(e.sim.Mutations()); len(at) != 1 || !at[0].Equal(e.clk.now().Add(-5*time.Second)) {
-		t.Fatalf("accepted at %v, want %v", at, e.clk.now().Add(-5*time.Second))
+	if at := e.sim.AcceptedTimes(e.sim.Mutations()); len(at) != 1 || !at[0].Equal(e.clk.Now().Add(-5*time.Second)) {
+		t.Fatalf("accepted at %v, want %v", at, e.clk.Now().Add(-5*time.Second))
 	}
 	// The same PUT again changes nothing: no mutation, the etag kept.
 	again := e.do("PUT", e.nicPath("nic-a"), nicBody("10.0.0.4", false, "10.0.0.50"), map[string]string{"If-Match": etag(put)})
@@ -355,7 +337,7 @@ func TestThrottle(t *testing.T) {
 	if a := e.do("GET", e.nicPath("nic-a"), nil, nil); a.status != 429 || a.header.Get("x-ms-ratelimit-remaining-subscription-reads") != "0" {
 		t.Fatalf("fourth read: %d %v", a.status, a.header)
 	}
-	e.clk.add(time.Second)
+	e.clk.Advance(time.Second)
 	if a := e.do("PUT", e.nicPath("nic-a"), nicBody("10.0.0.4", false), nil); a.status != 200 {
 		t.Fatalf("write after the refill: %d %v", a.status, a.body)
 	}
