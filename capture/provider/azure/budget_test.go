@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/azure"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
@@ -139,5 +140,27 @@ func TestBudgetPausesOn429(t *testing.T) {
 	expect(t, drv, "nic-a", false)
 	if st := b.Stats(callbudget.Write); st.Throttled != 1 || st.Retries != 0 || st.Waited != 1 {
 		t.Fatalf("write stats %+v, want 1 throttled, no retry, 1 wait", st)
+	}
+}
+
+// The readiness check stays the last step before the send: it is asked
+// after the wait for the budget, not before (a long wait between the
+// check and the send would let a paused pass act).
+func TestBudgetWaitsBeforeReadiness(t *testing.T) {
+	clock := handclock.New(budgetStart)
+	e := newEnv(t, []string{"nic-a"})
+	drv, b := budgeted(t, e, clock, callbudget.Limit{Burst: 10, Rate: 10}, callbudget.Limit{Burst: 10, Rate: 10})
+	b.Throttled(callbudget.Write, 5*time.Second)
+	var asked time.Time
+	ctx := gate.WithReady(t.Context(), func() error { asked = clock.Now(); return nil })
+	done := make(chan error, 1)
+	go func() { done <- drv.SetForwarding(ctx, provider.Request{NIC: "nic-a", Address: ip}, true) }()
+	waitUntil(t, "the write waits for the pause", func() bool { return clock.Sleepers() == 1 })
+	clock.Advance(6 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if asked.Before(budgetStart.Add(5 * time.Second)) {
+		t.Fatalf("readiness asked at %v, before the budget's pause ended at %v", asked, budgetStart.Add(5*time.Second))
 	}
 }
