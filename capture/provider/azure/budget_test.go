@@ -1,6 +1,7 @@
 package azure_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -162,5 +163,25 @@ func TestBudgetWaitsBeforeReadiness(t *testing.T) {
 	}
 	if asked.Before(budgetStart.Add(5 * time.Second)) {
 		t.Fatalf("readiness asked at %v, before the budget's pause ended at %v", asked, budgetStart.Add(5*time.Second))
+	}
+}
+
+// A call whose context ends while it waits for the budget is not sent,
+// and fails with the context's error.
+func TestBudgetWaitEndsWithTheContext(t *testing.T) {
+	clock := handclock.New(budgetStart)
+	e := newEnv(t, []string{"nic-a"})
+	drv, b := budgeted(t, e, clock, callbudget.Limit{Burst: 10, Rate: 10}, callbudget.Limit{Burst: 10, Rate: 10})
+	b.Throttled(callbudget.Write, 5*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- drv.SetForwarding(ctx, provider.Request{NIC: "nic-a", Address: ip}, true) }()
+	waitUntil(t, "the write waits for the pause", func() bool { return clock.Sleepers() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write whose context ended while it waited: %v, want context.Canceled", err)
+	}
+	if n := e.cnt.count("PUT nic"); n != 0 {
+		t.Fatalf("%d writes sent, want none", n)
 	}
 }
