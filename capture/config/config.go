@@ -18,6 +18,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/policy"
+	"github.com/ipfence/ipfence/capture/provider/callbudget"
 )
 
 // Node is one node's configuration, checked, with defaults filled in and
@@ -129,6 +130,9 @@ type Provider struct {
 	OCI OCI
 	// Azure is the Azure driver's settings, for type azure.
 	Azure Azure
+	// Budget, for the cloud types, overrides the buckets the driver paces
+	// its API calls by (api_budget); nil means DefaultBudget of the type.
+	Budget *callbudget.Limits
 }
 
 // OnPrem configures the on-premises driver: where captured traffic goes

@@ -422,7 +422,7 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 		if msg := checkName(name); msg != "" {
 			p.fail(k, field, "provider reference %s", msg)
 		}
-		ps := p.fields(val, field, k.Line, "type", "endpoint", "region", "workload_device", "workload_next_hop", "garp_count", "garp_repeat_after", "oci", "azure")
+		ps := p.fields(val, field, k.Line, "type", "endpoint", "region", "workload_device", "workload_next_hop", "garp_count", "garp_repeat_after", "oci", "azure", "api_budget")
 		if ps == nil {
 			continue
 		}
@@ -451,6 +451,7 @@ func (p *parser) providers(s *section) (map[string]Provider, map[string]bool) {
 		prov.OnPrem = p.onprem(ps, field, typ)
 		prov.OCI = p.oci(ps, field, typ)
 		prov.Azure = p.azure(ps, field, typ)
+		prov.Budget = p.budget(ps, field, typ)
 		out[name] = prov
 	}
 	return out, names

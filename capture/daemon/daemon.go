@@ -31,6 +31,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
 	"github.com/ipfence/ipfence/capture/provider/azure"
+	"github.com/ipfence/ipfence/capture/provider/callbudget"
 	"github.com/ipfence/ipfence/capture/provider/memory"
 	"github.com/ipfence/ipfence/capture/provider/oci"
 	"github.com/ipfence/ipfence/capture/provider/onprem"
@@ -73,11 +74,14 @@ type Daemon struct {
 	fed   *federation.Node
 	loop  *reconcile.Loop
 	provs map[string]provider.Provider
-	wake  *bus.Bus[struct{}]
-	sub   *bus.Subscription[struct{}]
-	mets  *metrics
-	http  *http.Server
-	conns *connLimiter
+	// budgets pace the cloud drivers' API calls, by provider reference
+	// (the metrics read them).
+	budgets map[string]*callbudget.Budget
+	wake    *bus.Bus[struct{}]
+	sub     *bus.Subscription[struct{}]
+	mets    *metrics
+	http    *http.Server
+	conns   *connLimiter
 	// health is whether the node can write its state (health.go).
 	health health
 	// story is what the last pass saw, for the event log (events.go).
@@ -124,7 +128,8 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
 	var err error
-	if d.provs, err = providers(ctx, cfg, d.log, d.stillHolder); err != nil {
+	d.budgets = budgets(cfg)
+	if d.provs, err = providers(ctx, cfg, d.log, d.stillHolder, d.budgets); err != nil {
 		return nil, err
 	}
 	// A state file that is absent or empty is a new one: with a
@@ -244,15 +249,33 @@ func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
 // now is the node's time input: the clock plus the test-only offset.
 func (d *Daemon) now() time.Time { return d.opts.Clock().Add(time.Duration(d.offset.Load())) }
 
+// budgets builds an API budget for each cloud provider of the file: its
+// api_budget, else the default of its type.
+func budgets(cfg *config.Node) map[string]*callbudget.Budget {
+	out := map[string]*callbudget.Budget{}
+	for name, p := range cfg.Providers {
+		l, ok := config.DefaultBudget(p.Type)
+		if !ok {
+			continue
+		}
+		if p.Budget != nil {
+			l = *p.Budget
+		}
+		out[name] = callbudget.New(callbudget.Options{Limits: l})
+	}
+	return out
+}
+
 // providers builds the drivers the pools name. still, when set, gives an
 // on-premises driver its check before a late announcement (see
-// onprem.Options.StillHolder).
-func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still func(provider string) func(netip.Addr, capture.Epoch, time.Time) error) (map[string]provider.Provider, error) {
+// onprem.Options.StillHolder); budgets, by provider reference, pace the
+// cloud drivers' calls (none for a reference it lacks).
+func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still func(provider string) func(netip.Addr, capture.Epoch, time.Time) error, budgets map[string]*callbudget.Budget) (map[string]provider.Provider, error) {
 	out := map[string]provider.Provider{}
 	for name, p := range cfg.Providers {
 		switch p.Type {
 		case config.TypeCloudsim, config.TypeAWS:
-			o := aws.Options{Region: p.Region, Endpoint: p.Endpoint}
+			o := aws.Options{Region: p.Region, Endpoint: p.Endpoint, Budget: budgets[name]}
 			if p.Type == config.TypeCloudsim {
 				// The simulator accepts any signature; these keep the SDK
 				// from looking for real credentials.
@@ -269,7 +292,7 @@ func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still fu
 			// the file never holds one (config refuses it).
 			drv, err := azure.New(azure.Options{
 				SubscriptionID: p.Azure.SubscriptionID, ResourceGroup: p.Azure.ResourceGroup, Endpoint: p.Endpoint,
-				AuthorityHost: p.Azure.AuthorityHost,
+				AuthorityHost: p.Azure.AuthorityHost, Budget: budgets[name],
 			})
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", name, err)
@@ -280,6 +303,7 @@ func providers(ctx context.Context, cfg *config.Node, log *slog.Logger, still fu
 			// principal when auth says so), never from this file.
 			drv, err := oci.New(oci.Options{
 				SubnetID: p.OCI.SubnetID, Auth: oci.Auth(p.OCI.Auth), Profile: p.OCI.Profile, Region: p.Region, Host: p.Endpoint,
+				Budget: budgets[name],
 			})
 			if err != nil {
 				return nil, fmt.Errorf("provider %s: %w", name, err)

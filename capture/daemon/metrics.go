@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ipfence/ipfence/capture/provider/callbudget"
 	"github.com/ipfence/ipfence/capture/reconcile"
 	"github.com/ipfence/ipfence/capture/store"
 )
@@ -55,7 +56,7 @@ func newMetrics(d *Daemon) *metrics {
 	m.failovers.WithLabelValues(ReasonLiveness)
 	m.failovers.WithLabelValues(ReasonAuthority)
 	m.reg.MustRegister(m.moves, m.failovers, buildInfo())
-	m.reg.MustRegister(m.passes, m.fenced, m.rejected, m.unhealthy, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &scraped{d})
+	m.reg.MustRegister(m.passes, m.fenced, m.rejected, m.unhealthy, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &scraped{d}, budgetMetrics(d.budgets))
 	m.pass = func(rep reconcile.Report, err error) {
 		outcome := "ok"
 		if err != nil {
@@ -84,6 +85,12 @@ var (
 	descRefused   = prometheus.NewDesc("ipfence_federation_refused_events_total", "Federation events refused at the door, by reason.", []string{"reason"}, nil)
 	descSynced    = prometheus.NewDesc("ipfence_synced", "0 while this node, having lost its state, has not learned the cluster's epoch lines back (it acts for nothing).", nil, nil)
 	descHolder    = prometheus.NewDesc("ipfence_address_holder", "1 for each address and the holder its epoch line names (this node's view).", []string{"pool", "address", "holder"}, nil)
+	// The API budget of each cloud provider (capture/provider/callbudget),
+	// by class of call (read, write).
+	descBudgetWaits     = prometheus.NewDesc("ipfence_api_budget_waits_total", "Cloud API calls that waited for a token of the node's budget or for a throttling pause to end.", []string{"provider", "class"}, nil)
+	descBudgetWait      = prometheus.NewDesc("ipfence_api_budget_wait_seconds_total", "Total time cloud API calls waited for the node's budget.", []string{"provider", "class"}, nil)
+	descBudgetThrottled = prometheus.NewDesc("ipfence_api_throttled_total", "Cloud API answers that said the account is throttled (429, RequestLimitExceeded).", []string{"provider", "class"}, nil)
+	descBudgetRetries   = prometheus.NewDesc("ipfence_api_retries_total", "Cloud API calls sent again by the driver's retries (reads; writes are never retried blindly).", []string{"provider", "class"}, nil)
 )
 
 // buildInfo is ipfence_build_info: a constant 1 labelled with the Go
@@ -111,6 +118,28 @@ func buildInfo() prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// budgetMetrics reads the cloud drivers' API budgets, by provider
+// reference, when Prometheus asks.
+type budgetMetrics map[string]*callbudget.Budget
+
+func (budgetMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBudgetWaits, descBudgetWait, descBudgetThrottled, descBudgetRetries} {
+		ch <- d
+	}
+}
+
+func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
+	for name, b := range m {
+		for _, c := range []callbudget.Class{callbudget.Read, callbudget.Write} {
+			st := b.Stats(c)
+			ch <- prometheus.MustNewConstMetric(descBudgetWaits, prometheus.CounterValue, float64(st.Waited), name, c.String())
+			ch <- prometheus.MustNewConstMetric(descBudgetWait, prometheus.CounterValue, st.Wait.Seconds(), name, c.String())
+			ch <- prometheus.MustNewConstMetric(descBudgetThrottled, prometheus.CounterValue, float64(st.Throttled), name, c.String())
+			ch <- prometheus.MustNewConstMetric(descBudgetRetries, prometheus.CounterValue, float64(st.Retries), name, c.String())
+		}
+	}
 }
 
 func (s *scraped) Describe(ch chan<- *prometheus.Desc) {

@@ -78,7 +78,7 @@ func TestProvidersBuildAzureAndOCI(t *testing.T) {
 	for _, k := range []string{"AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_FEDERATED_TOKEN_FILE"} {
 		t.Setenv(k, "")
 	}
-	ps, err := providers(t.Context(), cfg, slog.New(slog.DiscardHandler), nil)
+	ps, err := providers(t.Context(), cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestProvidersBuildAzureAndOCI(t *testing.T) {
 	}
 
 	t.Setenv("OCI_CONFIG_FILE", filepath.Join(dir, "absent"))
-	_, err = providers(t.Context(), cfg, slog.New(slog.DiscardHandler), nil)
+	_, err = providers(t.Context(), cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "provider oc: oci:") {
 		t.Fatalf("without an OCI config file: %v, want an error naming provider oc", err)
 	}

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -41,6 +42,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/callbudget"
 )
 
 // Header names carrying the fencing token to the simulator, and the
@@ -68,6 +70,11 @@ type Options struct {
 	ReadAttempts int
 	// MaxBackoff caps the pause between read attempts; 0 means 2 seconds.
 	MaxBackoff time.Duration
+	// Budget paces the calls (every attempt, the SDK's read retries too,
+	// takes a token first) and pauses them when EC2 answers
+	// RequestLimitExceeded; nil sends every call at once. The daemon
+	// always gives one (callbudget.EC2 unless configured).
+	Budget *callbudget.Budget
 }
 
 // Driver is an EC2 provider.
@@ -110,6 +117,9 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			so.MaxBackoff = o.MaxBackoff
 		})
 		eo.HTTPClient = plainBodies{eo.HTTPClient}
+		if o.Budget != nil {
+			eo.APIOptions = append(eo.APIOptions, budgeted(o.Budget))
+		}
 	})
 	return &Driver{client: client, opts: o}, nil
 }
@@ -137,6 +147,45 @@ type plainBody struct{ rc io.ReadCloser }
 
 func (b plainBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
 func (b plainBody) Close() error               { return b.rc.Close() }
+
+// budgeted makes every attempt of a call wait for a token of the driver's
+// budget, as the first step of the attempt after the retry loop and
+// before signing and the readiness check (which must stay the last step
+// before the send: a long wait must not come between them), and tells the
+// budget how EC2 answered. A call whose context ends while it waits is not
+// sent and fails with the context's error. Describe* actions are reads,
+// the rest writes, as EC2's own buckets divide them.
+func budgeted(b *callbudget.Budget) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		if err := stack.Initialize.Add(middleware.InitializeMiddlewareFunc("IpfenceBudgetCall",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				return next.HandleInitialize(callbudget.Call(ctx), in)
+			}), middleware.Before); err != nil {
+			return err
+		}
+		return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("IpfenceBudget",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				class := callbudget.Write
+				if strings.HasPrefix(awsmiddleware.GetOperationName(ctx), "Describe") {
+					class = callbudget.Read
+				}
+				if err := b.Wait(ctx, class); err != nil {
+					return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+				}
+				out, md, err := next.HandleFinalize(ctx, in)
+				var api smithy.APIError
+				if errors.As(err, &api) && throttleCodes[api.ErrorCode()] {
+					b.Throttled(class, 0)
+				} else if err == nil || errors.As(err, &api) {
+					b.Answered(class)
+				}
+				return out, md, err
+			}), "Retry", middleware.After)
+	}
+}
+
+// throttleCodes are EC2's answers that it throttles the account.
+var throttleCodes = map[string]bool{"RequestLimitExceeded": true, "Throttling": true, "ThrottlingException": true}
 
 // readyCheck asks the readiness check the call's context carries (see
 // gate.WithReady) as the last step before the request is sent: after the
@@ -427,13 +476,14 @@ func mapError(call string, err error) error {
 	var api smithy.APIError
 	if errors.As(err, &api) {
 		kind := error(nil)
+		if throttleCodes[api.ErrorCode()] {
+			kind = provider.ErrThrottled
+		}
 		switch api.ErrorCode() {
 		case "InvalidNetworkInterfaceID.NotFound", "InvalidNetworkInterfaceID.Malformed":
 			kind = provider.ErrUnknownNIC
 		case "InvalidIPAddress.InUse":
 			kind = provider.ErrAssignedElsewhere
-		case "RequestLimitExceeded", "Throttling", "ThrottlingException":
-			kind = provider.ErrThrottled
 		case "InternalError", "InternalFailure", "Unavailable", "ServiceUnavailable":
 			kind = provider.ErrUnavailable
 		}

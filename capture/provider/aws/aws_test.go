@@ -24,6 +24,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/aws"
 	"github.com/ipfence/ipfence/capture/provider/aws/ec2sim"
+	"github.com/ipfence/ipfence/capture/provider/callbudget"
 	"github.com/ipfence/ipfence/capture/provider/providertest"
 )
 
@@ -93,6 +94,12 @@ type env struct {
 
 func newEnv(t *testing.T, nics []string) *env {
 	t.Helper()
+	return newEnvWith(t, nics, nil)
+}
+
+// newEnvWith is newEnv with the driver paced by a budget.
+func newEnvWith(t *testing.T, nics []string, budget *callbudget.Budget) *env {
+	t.Helper()
 	sim, err := ec2sim.New(ec2sim.Config{NICs: nics})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +114,7 @@ func newEnv(t *testing.T, nics []string) *env {
 		// Short: in ConcurrentReassign another mover can take the address
 		// back before this one looks, and the wait then runs to its end.
 		VisibleTimeout: time.Second,
+		Budget:         budget,
 	})
 	if err != nil {
 		t.Fatal(err)

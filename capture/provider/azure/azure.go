@@ -82,6 +82,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/callbudget"
 	"github.com/ipfence/ipfence/capture/provider/epochtag"
 )
 
@@ -146,6 +147,12 @@ type Options struct {
 	// did not touch the address, or a seize finding the address taken
 	// again; 0 means 5.
 	WriteAttempts int
+	// Budget paces the calls to ARM (every attempt takes a token first:
+	// a GET, a poll of an operation and a read's retries from the read
+	// bucket, a PUT from the write bucket) and pauses a bucket when ARM
+	// answers 429, for its Retry-After; nil sends every call at once. The
+	// daemon always gives one (callbudget.ARM unless configured).
+	Budget *callbudget.Budget
 }
 
 // Driver is an Azure provider.
@@ -210,6 +217,12 @@ func New(o Options) (*Driver, error) {
 		// have; Microsoft.Network is registered wherever NICs exist.
 		DisableRPRegistration: true,
 	}
+	if o.Budget != nil {
+		// The budget's wait comes before the readiness check, which must
+		// stay the last step before the send.
+		copts.PerCallPolicies = []policy.Policy{callPolicy{}}
+		copts.PerRetryPolicies = []policy.Policy{budgetPolicy{o.Budget}, readyPolicy{}}
+	}
 	client, err := armnetwork.NewInterfacesClient(o.SubscriptionID, cred, copts)
 	if err != nil {
 		return nil, fmt.Errorf("azure: %w", err)
@@ -230,6 +243,38 @@ func (readyPolicy) Do(req *policy.Request) (*http.Response, error) {
 		}
 	}
 	return req.Next()
+}
+
+// callPolicy marks a request as one call, so that the budget counts its
+// retries.
+type callPolicy struct{}
+
+func (callPolicy) Do(req *policy.Request) (*http.Response, error) {
+	return req.WithContext(callbudget.Call(req.Raw().Context())).Next()
+}
+
+// budgetPolicy makes every attempt wait for a token of the budget (a GET
+// a read, anything else a write, as ARM counts them) and tells the budget
+// of a 429 with its Retry-After. A request whose context ends while it
+// waits is not sent and fails with the context's error.
+type budgetPolicy struct{ b *callbudget.Budget }
+
+func (p budgetPolicy) Do(req *policy.Request) (*http.Response, error) {
+	class := callbudget.Write
+	if req.Raw().Method == http.MethodGet {
+		class = callbudget.Read
+	}
+	if err := p.b.Wait(req.Raw().Context(), class); err != nil {
+		return nil, err
+	}
+	resp, err := req.Next()
+	switch {
+	case resp != nil && resp.StatusCode == http.StatusTooManyRequests:
+		p.b.Throttled(class, callbudget.RetryAfter(resp.Header, time.Now()))
+	case resp != nil:
+		p.b.Answered(class)
+	}
+	return resp, err
 }
 
 // nicName reads a request's NIC: a name in the driver's resource group, or

@@ -71,6 +71,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/gate"
 	"github.com/ipfence/ipfence/capture/provider"
+	"github.com/ipfence/ipfence/capture/provider/callbudget"
 	"github.com/ipfence/ipfence/capture/provider/epochtag"
 )
 
@@ -138,6 +139,12 @@ type Options struct {
 	ReadAttempts int
 	// MaxBackoff caps the pause between read attempts; 0 means 2 seconds.
 	MaxBackoff time.Duration
+	// Budget paces the calls (every attempt, the read retries too, takes
+	// a token first: a GET from the read bucket, anything else from the
+	// write bucket) and pauses a bucket when OCI answers 429, for its
+	// Retry-After when it sends one; nil sends every call at once. The
+	// daemon always gives one (callbudget.OCI unless configured).
+	Budget *callbudget.Budget
 }
 
 // Driver is an OCI provider.
@@ -215,7 +222,7 @@ func New(o Options) (*Driver, error) {
 	if o.HTTPClient != nil {
 		base = o.HTTPClient
 	}
-	client.HTTPClient = dispatcher{base}
+	client.HTTPClient = dispatcher{next: base, budget: o.Budget}
 	d := &Driver{client: client, opts: o, locks: map[netip.Addr]*addrLock{}, ids: map[netip.Addr]string{}}
 	d.once = common.NoRetryPolicy()
 	d.read = common.NewRetryPolicy(uint(o.ReadAttempts), retryRead, func(r common.OCIOperationResponse) time.Duration {
@@ -275,14 +282,39 @@ type stamp struct {
 }
 
 // dispatcher is the last step before a request leaves, after the SDK
-// signed it: for a change (its context carries a stamp) it adds the
-// ipfence headers and asks readiness (gate.Ready); reads go straight out.
-type dispatcher struct{ next common.HTTPRequestDispatcher }
+// signed it: it waits for a token of the budget, then, for a change (its
+// context carries a stamp), adds the ipfence headers and asks readiness
+// (gate.Ready) last; reads go straight out. It tells the budget of a 429.
+type dispatcher struct {
+	next   common.HTTPRequestDispatcher
+	budget *callbudget.Budget
+}
 
 func (d dispatcher) Do(r *http.Request) (*http.Response, error) {
 	if ctx, ok := r.Context().Value(callerKey{}).(context.Context); ok {
 		r = r.WithContext(ctx)
 	}
+	if d.budget == nil {
+		return d.send(r)
+	}
+	class := callbudget.Write
+	if r.Method == http.MethodGet {
+		class = callbudget.Read
+	}
+	if err := d.budget.Wait(r.Context(), class); err != nil {
+		return nil, err
+	}
+	resp, err := d.send(r)
+	switch {
+	case resp != nil && resp.StatusCode == http.StatusTooManyRequests:
+		d.budget.Throttled(class, callbudget.RetryAfter(resp.Header, time.Now()))
+	case resp != nil:
+		d.budget.Answered(class)
+	}
+	return resp, err
+}
+
+func (d dispatcher) send(r *http.Request) (*http.Response, error) {
 	if st, ok := r.Context().Value(stampKey{}).(stamp); ok {
 		r.Header.Set(HeaderEpoch, strconv.FormatUint(uint64(st.req.Epoch), 10))
 		r.Header.Set(HeaderIdempotencyKey, st.req.IdempotencyKey)
@@ -308,6 +340,7 @@ type callerKey struct{}
 // never ends it waits for the attempt instead, and the attempt itself
 // still ends with the caller's context, in the dispatcher's request.
 func sdk(ctx context.Context) context.Context {
+	ctx = callbudget.Call(ctx)
 	return context.WithValue(context.WithoutCancel(ctx), callerKey{}, ctx)
 }
 
