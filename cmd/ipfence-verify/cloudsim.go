@@ -29,6 +29,7 @@ import (
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
 	"github.com/ipfence/ipfence/internal/cli"
+	"github.com/ipfence/ipfence/internal/simfault"
 )
 
 // shutdownGrace bounds how long cloudsim waits for calls in flight after a
@@ -36,7 +37,7 @@ import (
 const shutdownGrace = 5 * time.Second
 
 func runCloudsim(args []string, stdout, stderr io.Writer) int {
-	fs, level := cli.FlagSet("cloudsim", "cloudsim [--dialect ec2|arm|oci] [--listen ADDR] --nics ID,ID,... [--subnet CIDR] [--state DIR] [--seed N] [--cert FILE] [--public-key KEYID=FILE]", stderr)
+	fs, level := cli.FlagSet("cloudsim", "cloudsim [--dialect ec2|arm|oci] [--latency none|realistic] [--listen ADDR] --nics ID,ID,... [--subnet CIDR] [--state DIR] [--seed N] [--cert FILE] [--public-key KEYID=FILE]", stderr)
 	dialect := fs.String("dialect", "ec2", "API to serve: ec2 (the EC2 Query API over http), arm (Azure Resource Manager's NIC API\nand a Microsoft Entra ID token endpoint), or oci (OCI Networking's private IP and VNIC API);\narm and oci over https with a self-signed certificate")
 	certFile := fs.String("cert", "", "arm, oci: file to write the certificate (PEM) to, for clients to trust (default: a new\ntemporary file, removed on exit); its path is the second line on stdout")
 	var pubKeys []string
@@ -48,7 +49,8 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	nics := fs.String("nics", "", "comma-separated NIC ids, such as eni-a,eni-b,eni-c\n(may be left out when --state holds a saved model)")
 	subnet := fs.String("subnet", "", "IPv4 subnet of the NICs: ec2 /16 to /28, arm /29 or larger, oci /16 to /30 (default 10.0.0.0/24, or the saved model's)")
 	stateDir := fs.String("state", "", "directory to save the model in after every change, and to load it from on start")
-	seed := fs.Uint64("seed", 1, "seed of the random numbers that decide which calls an injected error rate fails")
+	seed := fs.Uint64("seed", 1, "seed of the random numbers that decide which calls an injected error rate fails\nand of the latency profile's jitter")
+	latency := fs.String("latency", simfault.LatencyRealistic, "the cloud's own pace, under any injected fault: realistic (each call waits what the\ndialect's cloud is published or observed to take, reads less than writes, and a change\nsettles as late; jittered by --seed) or none (answers at once)")
 	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -59,6 +61,10 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) > 0 {
 		return usageErr("unexpected argument %q", pos[0])
+	}
+	pace, err := latencyProfile(*dialect, *latency)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	if len(pubKeys) > 0 && *dialect != "oci" {
 		return usageErr("--public-key: only for --dialect oci (the API that requests sign with a key)")
@@ -72,7 +78,7 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 		if *stateDir != "" {
 			return usageErr("--state: the %s dialect keeps its model in memory only", *dialect)
 		}
-		f := tlsFlags{listen: *listen, nics: *nics, subnet: *subnet, seed: *seed, cert: *certFile}
+		f := tlsFlags{listen: *listen, nics: *nics, subnet: *subnet, seed: *seed, cert: *certFile, latency: pace}
 		if *dialect == "oci" {
 			return runOCISim(f, pubKeys, stdout, usageErr)
 		}
@@ -80,7 +86,7 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	default:
 		return usageErr("--dialect: %q is not ec2, arm or oci", *dialect)
 	}
-	c := ec2sim.Config{StateDir: *stateDir, Seed: *seed, Logger: slog.Default()}
+	c := ec2sim.Config{StateDir: *stateDir, Seed: *seed, Logger: slog.Default(), Latency: pace}
 	if *nics != "" {
 		c.NICs = strings.Split(*nics, ",")
 	}
@@ -118,7 +124,7 @@ func runCloudsim(args []string, stdout, stderr io.Writer) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
-	slog.Info("cloudsim ready", "address", ln.Addr().String(), "nics", len(sim.NICs()), "state", *stateDir, "seed", *seed)
+	slog.Info("cloudsim ready", "address", ln.Addr().String(), "nics", len(sim.NICs()), "state", *stateDir, "seed", *seed, "latency", pace.Name)
 
 	return serveUntilSignal(ctx, srv, served, usageErr)
 }
@@ -145,6 +151,25 @@ func serveUntilSignal(ctx context.Context, srv *http.Server, served <-chan error
 type tlsFlags struct {
 	listen, nics, subnet, cert string
 	seed                       uint64
+	latency                    simfault.Profile
+}
+
+// latencyProfile reads --latency for the dialect (checked before).
+func latencyProfile(dialect, name string) (simfault.Profile, error) {
+	var p simfault.Profile
+	var err error
+	switch dialect {
+	case "arm":
+		p, err = armsim.LatencyProfile(name)
+	case "oci":
+		p, err = ocisim.LatencyProfile(name)
+	default:
+		p, err = ec2sim.LatencyProfile(name)
+	}
+	if err != nil {
+		return p, fmt.Errorf("--latency: %q is not none or realistic", name)
+	}
+	return p, nil
 }
 
 // prefix reads --subnet (nil: the dialect's default).
@@ -162,7 +187,7 @@ func (f tlsFlags) prefix() (netip.Prefix, error) {
 // runARMSim serves armsim over TLS: ARM's bearer tokens need https, and
 // so does azidentity's authority host, which is the simulator too.
 func runARMSim(f tlsFlags, stdout io.Writer, usageErr func(string, ...any) int) int {
-	c := armsim.Config{Seed: f.seed, Logger: slog.Default()}
+	c := armsim.Config{Seed: f.seed, Logger: slog.Default(), Latency: f.latency}
 	if f.nics == "" {
 		return usageErr("--nics: the arm dialect needs the NIC names, such as nic-a,nic-b")
 	}
@@ -176,7 +201,7 @@ func runARMSim(f tlsFlags, stdout io.Writer, usageErr func(string, ...any) int) 
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	return serveTLS(f, "arm", sim, stdout, usageErr, "nics", len(c.NICs),
+	return serveTLS(f, "arm", sim, stdout, usageErr, "latency", f.latency.Name, "nics", len(c.NICs),
 		"subscription", sim.SubscriptionID(), "resource_group", sim.ResourceGroup())
 }
 
@@ -184,7 +209,7 @@ func runARMSim(f tlsFlags, stdout io.Writer, usageErr func(string, ...any) int) 
 // requests for any scheme, but a node trusts its endpoint's certificate
 // (OCI_DEFAULT_CERTS_PATH) as it would the cloud's.
 func runOCISim(f tlsFlags, pubKeys []string, stdout io.Writer, usageErr func(string, ...any) int) int {
-	c := ocisim.Config{Seed: f.seed}
+	c := ocisim.Config{Seed: f.seed, Latency: f.latency}
 	if f.nics == "" {
 		return usageErr("--nics: the oci dialect needs the VNIC OCIDs, such as ocid1.vnic.oc1.iad.a,ocid1.vnic.oc1.iad.b")
 	}
@@ -211,7 +236,7 @@ func runOCISim(f tlsFlags, pubKeys []string, stdout io.Writer, usageErr func(str
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	return serveTLS(f, "oci", sim, stdout, usageErr, "vnics", len(c.VNICs), "subnet_id", sim.SubnetID(),
+	return serveTLS(f, "oci", sim, stdout, usageErr, "latency", f.latency.Name, "vnics", len(c.VNICs), "subnet_id", sim.SubnetID(),
 		"subnet", sim.Subnet().String(), "verified_keys", len(c.Keys))
 }
 

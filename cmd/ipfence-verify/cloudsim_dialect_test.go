@@ -57,6 +57,8 @@ func TestCloudsimDialectBadFlags(t *testing.T) {
 		{"private key given", []string{"--dialect", "oci", "--nics", "a", "--public-key", "t/u/f=" + writeFile(t, "k.pem", string(privatePEM(t)))}, `holds a "RSA PRIVATE KEY" block, not a public key`},
 		{"public key twice", []string{"--dialect", "oci", "--nics", "a", "--public-key", "t/u/f=" + writeFile(t, "p.pem", string(publicPEM(t, &testKey().PublicKey))), "--public-key", "t/u/f=" + writeFile(t, "p.pem", string(publicPEM(t, &testKey().PublicKey)))}, `--public-key: key id "t/u/f" appears twice`},
 		{"EC public key", []string{"--dialect", "oci", "--nics", "a", "--public-key", "t/u/f=" + writeFile(t, "ec.pem", string(ecPublicPEM(t)))}, "not an RSA key"},
+		{"arm unknown latency", []string{"--dialect", "arm", "--nics", "a", "--latency", "slow"}, `ipfence-verify cloudsim: --latency: "slow" is not none or realistic`},
+		{"oci unknown latency", []string{"--dialect", "oci", "--nics", "a", "--latency", "Realistic"}, `ipfence-verify cloudsim: --latency: "Realistic" is not none or realistic`},
 		{"arm without NICs", []string{"--dialect", "arm"}, "--nics: the arm dialect needs the NIC names"},
 		{"arm bad NIC", []string{"--dialect", "arm", "--nics", "a b"}, `armsim: NIC name "a b": slashes, spaces`},
 		{"arm bad subnet", []string{"--dialect", "arm", "--nics", "a", "--subnet", "10.0.0.9/24"}, "armsim: subnet 10.0.0.9/24: want an IPv4 network address"},
@@ -82,7 +84,8 @@ func armProcess(t *testing.T, args ...string) (string, string, func() int) {
 // SIGTERMs it and returns its exit code.
 func tlsProcess(t *testing.T, dialect string, args ...string) (string, string, func() int) {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"cloudsim", "--dialect", dialect, "--listen", "127.0.0.1:0"}, args...)...)
+	// At once, as startSim's: these tests check the API, not its pace.
+	cmd := exec.Command(binary(t), append([]string{"cloudsim", "--dialect", dialect, "--listen", "127.0.0.1:0", "--latency", "none"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

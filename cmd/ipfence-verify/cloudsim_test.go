@@ -43,6 +43,8 @@ func TestCloudsimBadFlags(t *testing.T) {
 		{"bad seed", []string{"--nics", "eni-a", "--seed", "-1"}, "--seed: -1 is negative"},
 		{"unknown flag", []string{"--nics", "eni-a", "--bogus"}, "--bogus: no such flag"},
 		{"positional argument", []string{"--nics", "eni-a", "extra"}, `ipfence-verify cloudsim: unexpected argument "extra"`},
+		{"unknown latency", []string{"--nics", "eni-a", "--latency", "fast"}, `ipfence-verify cloudsim: --latency: "fast" is not none or realistic`},
+		{"empty latency", []string{"--nics", "eni-a", "--latency", ""}, `ipfence-verify cloudsim: --latency: "" is not none or realistic`},
 		{"corrupt state file", []string{"--state", corrupt}, "--state: cloudsim: state file " + filepath.Join(corrupt, "cloudsim.json") + ": not a cloudsim state file"},
 	}
 	for _, tc := range cases {
@@ -71,7 +73,9 @@ type sim struct {
 // startSim starts the binary and waits for its ready line.
 func startSim(t *testing.T, bin string, args ...string) *sim {
 	t.Helper()
-	s := &sim{t: t, cmd: exec.Command(bin, append([]string{"cloudsim", "--listen", "127.0.0.1:0", "--log-level", "info"}, args...)...)}
+	// These tests check the API, not its pace: the simulator answers at
+	// once (TestCloudsimLatency checks the default, realistic).
+	s := &sim{t: t, cmd: exec.Command(bin, append([]string{"cloudsim", "--listen", "127.0.0.1:0", "--log-level", "info", "--latency", "none"}, args...)...)}
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

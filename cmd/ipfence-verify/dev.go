@@ -93,7 +93,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	}
 	// The simulator binds a port of its choosing (port 0) and reports it;
 	// nothing needs its address before it runs, and dev never restarts it.
-	sim, err := c.start("cloudsim", nil, "cloudsim", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","))
+	// It answers at once (not cloudsim's realistic default), as dev's
+	// walkthrough and its tests expect.
+	sim, err := c.start("cloudsim", nil, "cloudsim", "--listen", "127.0.0.1:0", "--latency", "none", "--nics", strings.Join(nics, ","))
 	if err != nil {
 		return fail("starting the simulator: %v", err)
 	}

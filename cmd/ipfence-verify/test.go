@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/ipfence/ipfence/internal/cli"
+	"github.com/ipfence/ipfence/internal/simfault"
 	"github.com/ipfence/ipfence/jepsen/capturesuite"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/harness"
@@ -87,7 +88,7 @@ func splitKinds(s string) []string {
 }
 
 func runTestCapture(args []string, stdout, stderr io.Writer) int {
-	fs, level := cli.FlagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
+	fs, level := cli.FlagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--cloud-latency none|realistic] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
 	nodes := fs.Int("nodes", 3, "number of ipfence serve nodes, 2 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
 	nem := fs.String("nemesis", strings.Join(defaultNemeses, ","), nemesisHelp())
@@ -97,6 +98,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	netMode := fs.String("net", "proxy", "how partitions cut links: proxy (a TCP proxy on every node-to-node link,\nunprivileged) or netns (network namespaces and nftables; root)")
 	unfenced := fs.Bool("unsafe-disable-fence", false, "start the nodes with the gate turned off: the planted bug the test must catch")
 	prov := fs.String("provider", "aws", "aws (the cloud simulator's EC2 dialect, the AWS driver), azure (its ARM dialect, the Azure\ndriver), oci (its OCI dialect, the OCI driver); cloud is another name for aws; or onprem\n(proxy-ARP under keepalived in an L2 lab of network namespaces; needs --net netns and root;\nnemeses: "+strings.Join(capturesuite.OnPremNemeses, ",")+")")
+	latency := fs.String("cloud-latency", simfault.LatencyNone, "the simulated cloud's own pace, whichever --provider runs: none (every call answered at\nonce unless the provider nemesis delays it) or realistic (the figures cloudsim --latency\nrealistic waits, jittered by --seed; the provider nemesis's faults add to them)")
 	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -107,6 +109,9 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) > 0 {
 		return fail("unexpected argument %q", pos[0])
+	}
+	if err := simfault.CheckLatencyName(*latency); err != nil {
+		return fail("--cloud-latency: %v", err)
 	}
 	// Options read zero as "the default"; here the defaults are filled in,
 	// so a zero given on the command line is a mistake.
@@ -128,6 +133,9 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 		if *netMode != "netns" {
 			return fail("--provider onprem needs --net netns: its hosts are network namespaces on one L2 segment")
 		}
+		if *latency != simfault.LatencyNone {
+			return fail("--cloud-latency %s: --provider onprem has no cloud simulator to pace", *latency)
+		}
 	default:
 		return fail("--provider: %q is not one of %s, %s (another name for %s) or onprem", *prov, strings.Join(capturesuite.Clouds, ", "), capturesuite.CloudAlias, capturesuite.Clouds[0])
 	}
@@ -146,7 +154,8 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	o := capturesuite.Options{
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
 		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced, Provider: *prov,
-		Command: append([]string{"ipfence-verify", "test", "capture"}, args...), Progress: stdout, TTY: tty,
+		CloudLatency: *latency,
+		Command:      append([]string{"ipfence-verify", "test", "capture"}, args...), Progress: stdout, TTY: tty,
 	}
 	out, err := capturesuite.Run(ctx, o)
 	return finish(out, err, stdout, stderr, printSummary)

@@ -41,6 +41,9 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "capture", "--seed", "x"}, `ipfence-verify test capture: --seed: "x" is not a whole number`},
 		{[]string{"test", "capture", "--provider", "gcp"}, `--provider: "gcp" is not one of aws, azure, oci, cloud (another name for aws) or onprem`},
 		{[]string{"test", "capture", "--provider", "onprem"}, "--provider onprem needs --net netns"},
+		{[]string{"test", "capture", "--cloud-latency", "slow", "--store", store}, `ipfence-verify test: --cloud-latency: "slow" is not one of none, realistic`},
+		{[]string{"test", "capture", "--provider", "azure", "--cloud-latency", "", "--store", store}, `ipfence-verify test: --cloud-latency: "" is not one of none, realistic`},
+		{[]string{"test", "capture", "--provider", "onprem", "--net", "netns", "--cloud-latency", "realistic", "--store", store}, "--cloud-latency realistic: --provider onprem has no cloud simulator to pace"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(c.args...)

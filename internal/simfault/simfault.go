@@ -3,7 +3,8 @@
 // with the rate at which each is answered, checked the same way and drawn
 // from a seeded source the same way, so that which calls fail is a
 // function of the seed, the faults and the order of calls in every
-// dialect.
+// dialect; and their latency profiles (Profile), the pace of the cloud
+// itself beneath the faults.
 package simfault
 
 import (

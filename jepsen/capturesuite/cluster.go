@@ -73,6 +73,10 @@ type cluster struct {
 	cloud string
 	admin *http.Client
 	env   []string
+	// latency is the simulator's latency profile (Options.CloudLatency)
+	// and seed the seed of its jitter.
+	latency string
+	seed    uint64
 	// The OCI API keys the nodes and the clients sign with, and the
 	// subnet OCID the simulator made.
 	ociNodes, ociHarness ociKey
@@ -95,13 +99,18 @@ type clusterOptions struct {
 	disks bool
 	// cloud is one of Clouds ("" means aws).
 	cloud string
+	// latency is the simulator's latency profile ("" means none) and
+	// seed the seed of its jitter.
+	latency string
+	seed    uint64
 }
 
 // startCluster starts the simulator and the nodes and waits until every
 // node serves. On error it stops whatever it started.
 func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error) {
 	c = &cluster{bin: o.bin, dir: o.dir, unfenced: o.unfenced, endpoints: map[string]string{}, listens: map[string]string{},
-		lns: map[string]*net.TCPListener{}, logs: map[string]*os.File{}, cloud: o.cloud, admin: http.DefaultClient}
+		lns: map[string]*net.TCPListener{}, logs: map[string]*os.File{}, cloud: o.cloud, admin: http.DefaultClient,
+		latency: o.latency, seed: o.seed}
 	if c.cloud == "" {
 		c.cloud = "aws"
 	}

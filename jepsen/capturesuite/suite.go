@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipfence/ipfence/internal/simfault"
 	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
@@ -79,6 +80,13 @@ type Options struct {
 	// "cloud" is another name for "aws") or "onprem" (proxy-ARP under
 	// keepalived in an L2 lab; needs Netns).
 	Provider string
+	// CloudLatency is the simulated cloud's latency profile, one of
+	// CloudLatencies: "none" (the default: every call answered at once
+	// unless the provider nemesis delays it) or "realistic" (each
+	// dialect's published or observed figures; see the Realistic
+	// profile of ec2sim, armsim and ocisim). The provider nemesis's
+	// faults add to it.
+	CloudLatency string
 	// Command is the command line to write beside the history.
 	Command []string
 	// Progress and TTY: where the progress goes, and whether it is a
@@ -122,6 +130,15 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--time-limit must be at least 10s (the run ends with %v of recovery), not %v", recovery(o.TimeLimit), o.TimeLimit)
 	case o.Binary == "":
 		return errors.New("no ipfence binary to run the nodes with")
+	}
+	if o.CloudLatency == "" {
+		o.CloudLatency = simfault.LatencyNone
+	}
+	if err := simfault.CheckLatencyName(o.CloudLatency); err != nil {
+		return fmt.Errorf("--cloud-latency: %w", err)
+	}
+	if o.Provider == "onprem" && o.CloudLatency != simfault.LatencyNone {
+		return fmt.Errorf("--cloud-latency %s: --provider onprem has no cloud simulator to pace", o.CloudLatency)
 	}
 	for _, k := range o.Nemesis {
 		if !slices.Contains(Nemeses, k) {
@@ -183,7 +200,8 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		return nil, err
 	}
 	c, err := startCluster(ctx, clusterOptions{bin: absBin, dir: dir, nodes: o.Nodes, addrs: o.Addresses, unfenced: o.UnsafeDisableFence,
-		netns: o.Netns, disks: slices.Contains(o.Nemesis, "disk"), cloud: cloud})
+		netns: o.Netns, disks: slices.Contains(o.Nemesis, "disk"), cloud: cloud,
+		latency: o.CloudLatency, seed: o.Seed})
 	if err != nil {
 		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting the cluster: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/memory"
+	"github.com/ipfence/ipfence/internal/simfault"
 )
 
 // maxBody bounds a request body: a Query API call is a few hundred bytes,
@@ -36,8 +37,12 @@ type Config struct {
 	// every change and loaded from on start.
 	StateDir string
 	// Seed seeds the random numbers that decide which calls an injected
-	// error rate fails.
+	// error rate fails, and the jitter of Latency's waits.
 	Seed uint64
+	// Latency is EC2's own pace (see Realistic), in force under whatever
+	// faults are injected, which add to it; the zero value answers at
+	// once.
+	Latency simfault.Profile
 	// Clock gives mutation times and decides when asynchronous changes
 	// become visible; nil means time.Now. Injected latency is real time.
 	Clock func() time.Time
@@ -71,6 +76,9 @@ type Server struct {
 	m      *model
 	faults Faults
 	rng    *rand.Rand
+	// pace is the latency profile, and jitter the source of its waits.
+	pace   simfault.Profile
+	jitter *rand.Rand
 	// resume is closed when the Query API resumes; nil while it runs.
 	resume chan struct{}
 	// timer starts the wait of an injected latency, returning what fires
@@ -121,7 +129,11 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // disagrees with c's NICs or subnet, is an error naming the file. Errors
 // about the Config are *ConfigError.
 func New(c Config) (*Server, error) {
-	s := &Server{log: c.Logger, clock: c.Clock, seed: c.Seed, timer: realTimer}
+	if err := c.Latency.Validate(actions); err != nil {
+		return nil, &ConfigError{"Latency", fmt.Errorf("cloudsim: %w", err)}
+	}
+	s := &Server{log: c.Logger, clock: c.Clock, seed: c.Seed, timer: realTimer,
+		pace: c.Latency.Clone(), jitter: simfault.NewJitter(c.Seed)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -229,6 +241,7 @@ func (s *Server) frozen() time.Time { return s.now }
 //	                         "nic":"eni-b","address":"10.0.0.7","epoch":3,"idempotencyKey":"k",
 //	                         "from":"eni-a","enabled":false}]
 //	                       (mono: the time on CLOCK_MONOTONIC, in nanoseconds)
+//	GET  /admin/latency    the latency profile (Config.Latency), durations as strings
 //	GET  /admin/faults     the faults: Faults
 //	PUT  /admin/faults     replace the faults with the body's (a Faults; unknown fields,
 //	                       actions and codes are refused with 400); answers the faults
@@ -268,19 +281,22 @@ func (s *Server) waitResumed(ctx context.Context) bool {
 }
 
 // injected draws the fault of one call of action: the error code to fail
-// it with ("" for none), the latency to wait first, and the timer to wait
-// it with.
+// it with ("" for none), the latency to wait first (the profile's, drawn,
+// and the faults' on top), and the timer to wait it with.
 func (s *Server) injected(action string) (string, time.Duration, func(time.Duration) (<-chan time.Time, func() bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.faults.draw(action, s.rng), s.faults.latency(action), s.timer
+	return s.faults.draw(action, s.rng), s.pace.Wait(action, s.jitter) + s.faults.latency(action), s.timer
 }
 
-// mutate runs f on the model at one instant and saves the result.
+// mutate runs f on the model at one instant and saves the result. Its
+// changes become visible after the profile's settling time, drawn, and
+// the faults' remap delay.
 func (s *Server) mutate(f func(m *model) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.now = s.clock()
+	s.m.p.SetDelay(s.pace.SettleWait(s.jitter) + time.Duration(s.faults.RemapDelay))
 	if err := f(s.m); err != nil {
 		return err
 	}
@@ -326,6 +342,10 @@ func (s *Server) NICs() []NIC {
 	defer s.mu.Unlock()
 	return slices.Clone(s.m.nics)
 }
+
+// Latency returns the latency profile, which faults and resets leave as
+// it is.
+func (s *Server) Latency() simfault.Profile { return s.pace.Clone() }
 
 // Faults returns the faults in force.
 func (s *Server) Faults() Faults {

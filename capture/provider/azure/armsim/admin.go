@@ -83,6 +83,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Calls())
 	case "GET /admin/identity":
 		writeJSON(w, http.StatusOK, s.Identity())
+	case "GET /admin/latency":
+		writeJSON(w, http.StatusOK, s.Latency())
 	case "GET /admin/faults":
 		writeJSON(w, http.StatusOK, s.Faults())
 	case "PUT /admin/faults":

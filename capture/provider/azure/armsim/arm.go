@@ -224,18 +224,18 @@ func (s *Server) throttle(w http.ResponseWriter, principal string, write bool) *
 	}
 }
 
-// inject waits the injected latency (real time) and draws the injected
-// error; a caller that hangs up meanwhile gets 503 and changes nothing.
+// inject waits the call's latency (the profile's, drawn, and the faults'
+// on top; real time) and draws the injected error; a caller that hangs up meanwhile gets 503 and changes nothing.
 func (s *Server) inject(r *http.Request, op string) *armError {
 	s.mu.Lock()
-	code, delay := s.faults.draw(op, s.rng), s.faults.latency(op)
+	code, delay, timer := s.faults.draw(op, s.rng), s.pace.Wait(op, s.jitter)+s.faults.latency(op), s.timer
 	s.mu.Unlock()
 	if delay > 0 {
-		t := time.NewTimer(delay)
+		fired, stop := timer(delay)
 		select {
-		case <-t.C:
+		case <-fired:
 		case <-r.Context().Done():
-			t.Stop()
+			stop()
 			return &armError{status: http.StatusServiceUnavailable, code: CodeServiceUnavailable, message: "The caller went away."}
 		}
 	}
@@ -624,12 +624,16 @@ func (s *Server) servePut(w http.ResponseWriter, r *http.Request, name string, b
 		s.mu.Unlock()
 		return aerr
 	}
+	// The operation takes the profile's settling time, drawn, and the
+	// faults' delay; the provider shows its changes as it succeeds.
+	took := s.pace.SettleWait(s.jitter) + time.Duration(s.faults.Delay)
+	s.p.SetDelay(took)
 	changed := s.applyLocked(n, want, st)
 	opID := fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(hash64("op:"+s.sub)), s.opSeq+1)
 	s.opSeq++
 	op := &operation{id: opID, start: s.now, doneAt: s.now}
 	if changed {
-		op.doneAt = s.now.Add(time.Duration(s.faults.Delay))
+		op.doneAt = s.now.Add(took)
 		if op.doneAt.Before(s.lastDone) {
 			op.doneAt = s.lastDone
 		}

@@ -34,6 +34,11 @@ func newEnv(t *testing.T, limits armsim.Limits) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvOf(t, sim, clk)
+}
+
+// newEnvOf serves sim, whose clock is clk.
+func newEnvOf(t *testing.T, sim *armsim.Server, clk *handclock.Clock) *env {
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	return &env{t: t, sim: sim, srv: srv, clk: clk}

@@ -28,7 +28,8 @@
 // answers 412 PreconditionFailed when the etag no longer matches, changing
 // nothing. An accepted PUT answers 200 with the NIC in provisioningState
 // Updating and an Azure-AsyncOperation header; the operation's status is
-// InProgress until its changes are visible (Faults.Delay later), then
+// InProgress until its changes are visible (Config.Latency's settling time
+// and Faults.Delay later), then
 // Succeeded. GET shows the NIC as the last accepted PUT left it, in
 // provisioningState Updating until its operation succeeded. The headers
 // X-Ipfence-Epoch, X-Ipfence-Idempotency-Key and X-Ipfence-Address (the
@@ -79,6 +80,7 @@ import (
 
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/memory"
+	"github.com/ipfence/ipfence/internal/simfault"
 )
 
 // APIVersion is the ARM API version of Microsoft.Network that the
@@ -117,8 +119,14 @@ type Config struct {
 	NICs []string
 	// Subnet holds every address; the zero value means DefaultSubnet.
 	Subnet netip.Prefix
-	// Seed seeds the draws of injected error rates.
+	// Seed seeds the draws of injected error rates and the jitter of
+	// Latency's waits.
 	Seed uint64
+	// Latency is ARM's own pace (see Realistic), in force under whatever
+	// faults are injected, which add to it: each call's latency, and how
+	// long a PUT's operation takes to succeed. The zero value answers at
+	// once.
+	Latency simfault.Profile
 	// Clock gives mutation times, operation progress and the throttle's
 	// refills; nil means time.Now. Injected latency is real time.
 	Clock func() time.Time
@@ -162,8 +170,14 @@ type Server struct {
 	accepted []acceptedChange
 	faults   Faults
 	rng      *rand.Rand
-	limits   Limits
-	buckets  map[string]*buckets
+	// pace is the latency profile, and jitter the source of its waits.
+	pace   simfault.Profile
+	jitter *rand.Rand
+	// timer starts the wait of a call's latency, returning what fires
+	// when it is over and what stops it: a real timer, or a test's.
+	timer   func(time.Duration) (<-chan time.Time, func() bool)
+	limits  Limits
+	buckets map[string]*buckets
 	// resume is closed when the ARM API resumes; nil while it runs.
 	resume chan struct{}
 	// waiting counts the calls held by a pause.
@@ -206,7 +220,11 @@ type operation struct {
 // New builds a simulator with every NIC holding only its primary address,
 // forwarding off.
 func New(c Config) (*Server, error) {
+	if err := c.Latency.Validate(operations); err != nil {
+		return nil, fmt.Errorf("armsim: %w", err)
+	}
 	s := &Server{
+		pace: c.Latency.Clone(), jitter: simfault.NewJitter(c.Seed), timer: realTimer,
 		log: c.Logger, clock: c.Clock, seed: c.Seed, sub: c.SubscriptionID, rg: c.ResourceGroup,
 		location: c.Location, subnet: c.Subnet, limits: c.Limits,
 		nics: map[string]*nic{}, owner: map[netip.Addr]string{}, ops: map[string]*operation{}, buckets: map[string]*buckets{},
@@ -318,6 +336,16 @@ func (s *Server) ETag(name string) string {
 	}
 	return ""
 }
+
+// realTimer is the timer of latencies: real time.
+func realTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// Latency returns the latency profile, which faults and resets leave as
+// it is.
+func (s *Server) Latency() simfault.Profile { return s.pace.Clone() }
 
 // Faults returns the faults in force.
 func (s *Server) Faults() Faults {
@@ -468,6 +496,7 @@ func (n *nic) sortedSecondary() []netip.Addr {
 //	                       RFC 3339 time, mono: CLOCK_MONOTONIC nanoseconds), with
 //	                       acceptedMono, when ARM accepted the change (AcceptedTimes)
 //	GET  /admin/stale      {"refused": N}: PUTs refused with 412 that were stale (StaleRefused)
+//	GET  /admin/latency    the latency profile (Config.Latency), durations as strings
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused)
 //	POST /admin/flush      make every accepted change visible now

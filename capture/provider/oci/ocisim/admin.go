@@ -50,6 +50,7 @@ func (s *Server) State() State {
 //	GET  /admin/state      State
 //	GET  /admin/mutations  the record, every applied mutation in order
 //	GET  /admin/calls      the API calls by signer and operation (CallsBy)
+//	GET  /admin/latency    the latency profile (Config.Latency), durations as strings
 //	GET  /admin/faults     the faults
 //	PUT  /admin/faults     replace the faults (unknown fields are refused with 400)
 //	GET  /admin/stale      {"refused": N}: stale writes refused (StaleRefused)
@@ -83,6 +84,9 @@ func (s *Server) adminRoutes() {
 	})
 	s.mux.HandleFunc("GET /admin/calls", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.CallsBy())
+	})
+	s.mux.HandleFunc("GET /admin/latency", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Latency())
 	})
 	s.mux.HandleFunc("GET /admin/faults", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Faults())

@@ -185,9 +185,13 @@ func (s *Server) routes() {
 // documentation) and the admin API under /admin (see adminRoutes).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// writes are the operations that change the placement.
+var writes = map[string]bool{OpCreatePrivateIp: true, OpDeletePrivateIp: true, OpUpdatePrivateIp: true}
+
 // serve wraps a handler with what every call goes through, in OCI's
 // order: the body is read (bounded), the signature checked, the ipfence
-// headers parsed, a pause waited out, the injected latency slept, the
+// headers parsed, a pause waited out, the latency slept (the profile's,
+// drawn, and the faults' on top), the
 // token bucket and the injected errors drawn; then the handler runs under
 // the lock with the clock frozen.
 func (s *Server) serve(op string, f func(*call) (answer, *apiError)) http.HandlerFunc {
@@ -218,16 +222,16 @@ func (s *Server) serve(op string, f func(*call) (answer, *apiError)) http.Handle
 			return
 		}
 		s.mu.Lock()
-		lat := s.faults.latency(op)
+		lat, timer := s.pace.Wait(op, s.jitter)+s.faults.latency(op), s.timer
 		s.mu.Unlock()
 		if lat > 0 {
-			t := time.NewTimer(lat)
+			fired, stop := timer(lat)
 			s.waiting.Add(1)
 			select {
-			case <-t.C:
+			case <-fired:
 				s.waiting.Add(-1)
 			case <-r.Context().Done():
-				t.Stop()
+				stop()
 				s.waiting.Add(-1)
 				writeError(w, errGone)
 				return
@@ -245,6 +249,11 @@ func (s *Server) serve(op string, f func(*call) (answer, *apiError)) http.Handle
 			s.mu.Unlock()
 			writeError(w, &apiError{injectedStatus[code], code, "injected by the simulator"})
 			return
+		}
+		if writes[op] {
+			// The change settles after the profile's settling time,
+			// drawn, and the faults' remap delay.
+			s.p.SetDelay(s.pace.SettleWait(s.jitter) + time.Duration(s.faults.RemapDelay))
 		}
 		ans, aerr := f(&call{r: r, body: body, st: st})
 		s.mu.Unlock()

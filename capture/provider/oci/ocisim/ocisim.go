@@ -81,6 +81,7 @@ import (
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/memory"
+	"github.com/ipfence/ipfence/internal/simfault"
 )
 
 // Headers a caller may send with a mutation; the simulator records their
@@ -144,8 +145,13 @@ type Config struct {
 	// Clock gives the time of mutations and of late visibility; nil
 	// means time.Now.
 	Clock func() time.Time
-	// Seed seeds the random numbers of injected errors.
+	// Seed seeds the random numbers of injected errors and the jitter of
+	// Latency's waits.
 	Seed uint64
+	// Latency is OCI's own pace (see Realistic), in force under whatever
+	// faults are injected, which add to it; the zero value answers at
+	// once.
+	Latency simfault.Profile
 }
 
 // VNIC is a simulated VNIC's identity, fixed when the simulator is made.
@@ -203,6 +209,12 @@ type Server struct {
 	p      *memory.Provider
 	faults Faults
 	rng    *rand.Rand
+	// pace is the latency profile, and jitter the source of its waits.
+	pace   simfault.Profile
+	jitter *rand.Rand
+	// timer starts the wait of a call's latency, returning what fires
+	// when it is over and what stops it: a real timer, or a test's.
+	timer  func(time.Duration) (<-chan time.Time, func() bool)
 	bucket bucket
 	tokens map[string]*retried
 	// staleRefused counts the writes refused (412, or 409 on a create)
@@ -242,7 +254,11 @@ func New(c Config) (*Server, error) {
 	if room := 1<<(32-subnet.Bits()) - 2; len(c.VNICs) > room {
 		return nil, fmt.Errorf("ocisim: %d VNICs do not fit in subnet %s", len(c.VNICs), subnet)
 	}
+	if err := c.Latency.Validate(operations); err != nil {
+		return nil, fmt.Errorf("ocisim: %w", err)
+	}
 	s := &Server{
+		pace: c.Latency.Clone(), jitter: simfault.NewJitter(c.Seed), timer: realTimer,
 		subnet: subnet, subnetID: c.SubnetID, keys: c.Keys, clock: c.Clock, seed: c.Seed,
 		vnics: map[string]*vnicState{}, ips: map[netip.Addr]*PrivateIP{}, byID: map[string]*PrivateIP{},
 		tokens: map[string]*retried{}, calls: map[string]*atomic.Uint64{},
@@ -465,6 +481,16 @@ func (s *Server) Faults() Faults {
 	defer s.mu.Unlock()
 	return s.faults.clone()
 }
+
+// realTimer is the timer of latencies: real time.
+func realTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// Latency returns the latency profile, which faults and resets leave as
+// it is.
+func (s *Server) Latency() simfault.Profile { return s.pace.Clone() }
 
 // SetFaults replaces the faults; invalid ones are refused and change
 // nothing. The random numbers and the token bucket start again.
