@@ -100,7 +100,7 @@ func startAzureCluster(t *testing.T, s settings) *azCluster {
 		t.Setenv(k, v)
 	}
 	cert := filepath.Join(c.dir, "armsim.pem")
-	c.sim = c.spawn("cloudsim", "cloudsim", "--dialect", "arm", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","),
+	c.sim = c.spawn("cloudsim", "cloudsim", "--dialect", "arm", "--latency", "none", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","),
 		"--subnet", "10.0.0.0/16", "--cert", cert)
 	if !strings.HasPrefix(c.sim, "https://127.0.0.1:") {
 		t.Fatalf("cloudsim --dialect arm listens on %q, want https on loopback", c.sim)

@@ -106,7 +106,7 @@ func (c *cluster) federate() {
 func startCluster(t testing.TB, s settings) *cluster {
 	t.Helper()
 	c, nics := newFrame(t, s)
-	c.sim = c.spawn("cloudsim", "cloudsim", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
+	c.sim = c.spawn("cloudsim", "cloudsim", "--latency", "none", "--listen", "127.0.0.1:0", "--nics", strings.Join(nics, ","), "--subnet", "10.0.0.0/16")
 	c.federate()
 	for i, n := range c.names {
 		if err := os.WriteFile(c.configPath(n), []byte(c.config(i, s)), 0o600); err != nil {
