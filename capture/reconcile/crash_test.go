@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"bufio"
 	"context"
+	crand "crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -28,6 +30,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azpolicy "github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/oracle/oci-go-sdk/v65/common"
 
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/policy"
@@ -35,6 +38,8 @@ import (
 	"github.com/ipfence/ipfence/capture/provider/azure"
 	"github.com/ipfence/ipfence/capture/provider/azure/armsim"
 	"github.com/ipfence/ipfence/capture/provider/memory"
+	"github.com/ipfence/ipfence/capture/provider/oci"
+	"github.com/ipfence/ipfence/capture/provider/oci/ocisim"
 	"github.com/ipfence/ipfence/capture/reconcile"
 	"github.com/ipfence/ipfence/capture/store"
 )
@@ -78,6 +83,12 @@ func crashChild() {
 		drv = &memory.Client{BaseURL: os.Getenv("IPFENCE_PROVIDER")}
 	case "azure":
 		d, err := childAzure()
+		if err != nil {
+			fail(err)
+		}
+		drv = d
+	case "oci":
+		d, err := childOCI()
 		if err != nil {
 			fail(err)
 		}
@@ -137,9 +148,8 @@ func crashChild() {
 	select {}
 }
 
-// childAzure is the Azure driver on the parent's ARM simulator, trusting
-// the certificate the parent wrote, with a token the simulator accepts.
-func childAzure() (*azure.Driver, error) {
+// childTLS is an HTTP client trusting the certificate the parent wrote.
+func childTLS() (*http.Client, error) {
 	pem, err := os.ReadFile(os.Getenv("IPFENCE_CRASH_CERT"))
 	if err != nil {
 		return nil, err
@@ -148,7 +158,35 @@ func childAzure() (*azure.Driver, error) {
 	if !roots.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("no certificate in %s", os.Getenv("IPFENCE_CRASH_CERT"))
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}, nil
+}
+
+// childOCI is the OCI driver on the parent's OCI simulator, signing with
+// the key the parent wrote.
+func childOCI() (*oci.Driver, error) {
+	client, err := childTLS()
+	if err != nil {
+		return nil, err
+	}
+	key, err := os.ReadFile(os.Getenv("IPFENCE_CRASH_KEY"))
+	if err != nil {
+		return nil, err
+	}
+	return oci.New(oci.Options{
+		SubnetID: os.Getenv("IPFENCE_CRASH_SUBNET"), Host: os.Getenv("IPFENCE_PROVIDER"), HTTPClient: client,
+		ConfigurationProvider: common.NewRawConfigurationProvider("ocid1.tenancy.oc1..crash", "ocid1.user.oc1..crash", "us-ashburn-1",
+			"00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff", string(key), nil),
+		PollInterval: 10 * time.Millisecond, ReadAttempts: 3, MaxBackoff: 20 * time.Millisecond, VisibleTimeout: time.Second,
+	})
+}
+
+// childAzure is the Azure driver on the parent's ARM simulator, trusting
+// the certificate the parent wrote, with a token the simulator accepts.
+func childAzure() (*azure.Driver, error) {
+	client, err := childTLS()
+	if err != nil {
+		return nil, err
+	}
 	return azure.New(azure.Options{
 		SubscriptionID: os.Getenv("IPFENCE_CRASH_SUBSCRIPTION"), ResourceGroup: os.Getenv("IPFENCE_CRASH_GROUP"),
 		Credential: staticToken{}, Endpoint: os.Getenv("IPFENCE_PROVIDER"), Transport: client,
@@ -210,6 +248,54 @@ func memoryCloud(t *testing.T) *crashCloud {
 	}
 }
 
+// tlsServer serves h over TLS on loopback and writes its certificate
+// where the child will read it.
+func tlsServer(t *testing.T, h http.Handler) (*httptest.Server, string) {
+	srv := httptest.NewUnstartedServer(h)
+	// A child killed mid-handshake is the test's doing, not news.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	cert := filepath.Join(t.TempDir(), "server.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, cert
+}
+
+// ociCloud is the OCI simulator over TLS, checking the shape of every
+// request's signature. A move is one UpdatePrivateIp.
+func ociCloud(t *testing.T) *crashCloud {
+	sim, err := ocisim.New(ocisim.Config{VNICs: []string{"vnic-a", "vnic-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, cert := tlsServer(t, sim)
+	k, err := rsa.GenerateKey(crand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &crashCloud{
+		name: "oci", nics: [2]string{"vnic-a", "vnic-b"}, url: srv.URL,
+		env:       []string{"IPFENCE_CRASH_CERT=" + cert, "IPFENCE_CRASH_KEY=" + key, "IPFENCE_CRASH_SUBNET=" + sim.SubnetID()},
+		mutations: sim.Mutations,
+		holders: func(a netip.Addr) []string {
+			var hs []string
+			for _, p := range sim.PrivateIPs() {
+				if p.Address == a {
+					hs = append(hs, p.VNIC)
+				}
+			}
+			return hs
+		},
+		forwarding: sim.Forwarding,
+	}
+}
+
 // azureCloud is the ARM simulator over TLS, behind a splitter.
 func azureCloud(t *testing.T) *crashCloud {
 	sim, err := armsim.New(armsim.Config{NICs: []string{"nic-a", "nic-b"}, Limits: armsim.Limits{Off: true}})
@@ -217,15 +303,7 @@ func azureCloud(t *testing.T) *crashCloud {
 		t.Fatal(err)
 	}
 	sp := &splitter{next: sim, sim: sim}
-	srv := httptest.NewUnstartedServer(sp)
-	// A child killed mid-handshake is the test's doing, not news.
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	cert := filepath.Join(t.TempDir(), "arm.pem")
-	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	srv, cert := tlsServer(t, sp)
 	state := func(name string) (armsim.NICState, bool) {
 		for _, n := range sim.State() {
 			if n.Name == name {
@@ -357,12 +435,22 @@ func TestCrashSafetySIGKILLAzure(t *testing.T) {
 	crashTest(t, azureCloud(t), []string{"a", "b"})
 }
 
+// TestCrashSafetySIGKILLOCI is the crash test of two nodes on the OCI
+// driver and OCI's simulator, where a move is one UpdatePrivateIp (and a
+// private IP deleted on release is created again on the next holder).
+func TestCrashSafetySIGKILLOCI(t *testing.T) {
+	crashTest(t, ociCloud(t), []string{"a", "b"})
+}
+
 // crashTest kills the loops of nodes (one or two) on cloud, hundreds of
 // times.
 func crashTest(t *testing.T, cloud *crashCloud, nodes []string) {
 	if testing.Short() {
 		t.Skip("skipped in -short mode: it restarts a process hundreds of times")
 	}
+	// The three clouds' tests spend most of their time starting children
+	// and waiting for kills: they run side by side.
+	t.Parallel()
 	kills := 200
 	if s := os.Getenv("IPFENCE_CRASH_KILLS"); s != "" {
 		kills, _ = strconv.Atoi(s)
@@ -516,27 +604,24 @@ func crashTest(t *testing.T, cloud *crashCloud, nodes []string) {
 	// which no mutation has reached the provider yet, up to 500 ms, so the
 	// kills land in the middle of the work whatever the machine's speed.
 	window := 15 * time.Millisecond
-	for round := range kills {
-		toggled := false
-		if r.IntN(3) == 0 {
-			drained = !drained
-			writeConfig(drained)
-			toggled = true
-		}
-		// Every other toggle on a two-step provider, the kill waits for a
-		// move's first write (or for the move to be done in one, when the
-		// old holder released first).
+	// round runs the child once and kills it: at a random moment, or,
+	// with split, once a move's first write is in (or the move is done in
+	// one write, when the old holder released first). It says whether
+	// the kill landed between a move's two writes.
+	round := func(i int, split bool) bool {
 		var hit <-chan struct{}
-		if cloud.split != nil && toggled && r.IntN(2) == 0 {
+		if split {
 			hit = cloud.split.arm()
+			defer cloud.split.disarm()
 		}
 		cmd, _, err := start(false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(effects) == 0 && round > 0 {
+		if len(effects) == 0 && i > 0 {
 			window = min(2*window, 500*time.Millisecond)
 		}
+		between := false
 		if hit != nil {
 			want := cloud.nics[0]
 			if drained {
@@ -547,9 +632,10 @@ func crashTest(t *testing.T, cloud *crashCloud, nodes []string) {
 			for {
 				select {
 				case <-hit:
+					between = true
 					break wait
 				case <-deadline:
-					t.Fatalf("round %d: the move to %s neither split nor ended in 60 s", round, want)
+					t.Fatalf("round %d: the move to %s neither split nor ended in 60 s", i, want)
 				case <-time.After(5 * time.Millisecond):
 					moved := true
 					for _, a := range addrs {
@@ -569,10 +655,35 @@ func crashTest(t *testing.T, cloud *crashCloud, nodes []string) {
 			t.Fatal(err)
 		}
 		cmd.Wait()
-		if cloud.split != nil {
-			cloud.split.disarm()
+		return between
+	}
+	for i := range kills {
+		toggled := false
+		if r.IntN(3) == 0 {
+			drained = !drained
+			writeConfig(drained)
+			toggled = true
 		}
-		check(round)
+		// Every other toggle on a two-step provider, the kill waits for a
+		// move's first write.
+		round(i, cloud.split != nil && toggled && r.IntN(2) == 0)
+		check(i)
+	}
+	// On a two-step provider the last kill splits a move, so that the
+	// loops left alone below must finish it at the epoch it began at.
+	if cloud.split != nil {
+		for i := 0; ; i++ {
+			if i == 20 {
+				t.Fatal("20 moves in a row ended without a kill between their two writes")
+			}
+			drained = !drained
+			writeConfig(drained)
+			between := round(kills+i, true)
+			check(kills + i)
+			if between {
+				break
+			}
+		}
 	}
 
 	// Settle: the loops, left alone, bring the provider to the desired

@@ -408,6 +408,15 @@ func (s *Server) Holder(a netip.Addr) string {
 	return s.p.Holder(a)
 }
 
+// Forwarding returns whether a VNIC skips the source/destination check
+// (forwards for addresses other than its own).
+func (s *Server) Forwarding(vnic string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = s.clock()
+	return s.p.Forwarding(vnic)
+}
+
 // Calls counts the API calls the simulator received since it was made,
 // by operation (OpGetPrivateIp, …): every call that reached an
 // operation's route, answered, refused or failed on purpose, so that a
