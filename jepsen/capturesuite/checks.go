@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipfence/ipfence/capture/etcdline"
+
 	"github.com/ipfence/ipfence/capture"
 	"github.com/ipfence/ipfence/capture/plan"
 	"github.com/ipfence/ipfence/capture/provider"
@@ -41,6 +43,10 @@ type collected struct {
 	callsErr     error
 	// wall is what the cloud refused (Azure, OCI; see cloudwall.go).
 	wall wallCounts
+	// line is the epoch line read from etcd after the run (--epochs
+	// etcd), by address; lineErr why it could not be read.
+	line    map[string]etcdline.Record
+	lineErr error
 }
 
 // mutationTime is a record entry's time on the history's clock.

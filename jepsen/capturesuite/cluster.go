@@ -77,6 +77,8 @@ type cluster struct {
 	// and seed the seed of its jitter.
 	latency string
 	seed    uint64
+	// line is the epoch line in etcd (nil: passed between the nodes).
+	line *etcdLine
 	// The OCI API keys the nodes and the clients sign with, and the
 	// subnet OCID the simulator made.
 	ociNodes, ociHarness ociKey
@@ -103,14 +105,20 @@ type clusterOptions struct {
 	// seed the seed of its jitter.
 	latency string
 	seed    uint64
+	// line is the epoch line in etcd of --epochs etcd (nil: the line
+	// passes between the nodes).
+	line *etcdLine
 }
+
+// nodeName is the name of the i-th node (from 0).
+func nodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
 
 // startCluster starts the simulator and the nodes and waits until every
 // node serves. On error it stops whatever it started.
 func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error) {
 	c = &cluster{bin: o.bin, dir: o.dir, unfenced: o.unfenced, endpoints: map[string]string{}, listens: map[string]string{},
 		lns: map[string]*net.TCPListener{}, logs: map[string]*os.File{}, cloud: o.cloud, admin: http.DefaultClient,
-		latency: o.latency, seed: o.seed}
+		latency: o.latency, seed: o.seed, line: o.line}
 	if c.cloud == "" {
 		c.cloud = "aws"
 	}
@@ -120,7 +128,7 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 		}
 	}()
 	for i := range o.nodes {
-		c.nodes = append(c.nodes, fmt.Sprintf("n%d", i+1))
+		c.nodes = append(c.nodes, nodeName(i))
 	}
 	for i := range o.addrs {
 		c.addrs = append(c.addrs, netip.AddrFrom4([4]byte{10, 0, 1, byte(10 + i)}))
@@ -227,13 +235,20 @@ func (c *cluster) config(n string, peerAddr map[[2]string]string) string {
 		}
 		b.WriteString(a.String())
 	}
-	b.WriteString("]\n    members:\n")
+	b.WriteString("]\n")
+	if c.line != nil {
+		b.WriteString("    epoch_line: etcd\n")
+	}
+	b.WriteString("    members:\n")
 	for i, m := range c.nodes {
 		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: %s}\n", m, i+1, c.nic(m))
 	}
 	b.WriteString("approval:\n  auto: true\n  providers: [\"*\"]\n  kinds: [\"*\"]\n  cidrs: [\"10.0.0.0/16\"]\n  max_per_run: 100000\n")
 	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n  deprovision_hold: %s\n",
 		reconcileInterval, heartbeatInterval, heartbeatTTL, deprovisionHold)
+	if c.line != nil {
+		b.WriteString(c.line.yaml(n))
+	}
 	return b.String()
 }
 

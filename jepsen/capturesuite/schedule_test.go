@@ -15,7 +15,7 @@ import (
 // start of a kind is followed by its stop.
 func TestScheduleMix(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3"}
-	choices, kinds := faultChoices(nodes, Nemeses)
+	choices, kinds := faultChoices(nodes, nodes, Nemeses)
 	if len(kinds) != len(Nemeses) || len(choices.Kinds) != 16 {
 		t.Fatalf("kinds %v, weighted %v", kinds, choices.Kinds)
 	}

@@ -74,13 +74,18 @@ const startAttempts = 3
 // linearizable read, on fresh ports and a fresh data folder again when a
 // member could not bind its port. On error it stops whatever it started.
 func startCluster(ctx context.Context, bin, dir string, n int, token string) (*cluster, error) {
+	return startNamed(ctx, bin, dir, "n", n, token)
+}
+
+// startNamed is startCluster with the members named prefix1, prefix2, …
+func startNamed(ctx context.Context, bin, dir, prefix string, n int, token string) (*cluster, error) {
 	out, err := exec.CommandContext(ctx, bin, "--version").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s --version: %w", bin, err)
 	}
 	version := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	for attempt := 1; ; attempt++ {
-		c, err := startOnce(ctx, bin, dir, n, fmt.Sprintf("%s-%d", token, attempt))
+		c, err := startOnce(ctx, bin, dir, prefix, n, fmt.Sprintf("%s-%d", token, attempt))
 		if err == nil {
 			c.version = version
 			return c, nil
@@ -110,7 +115,7 @@ func (c *cluster) bindFailed() bool {
 
 // startOnce is one attempt of startCluster. On error it stops whatever it
 // started and returns the stopped cluster, for its logs.
-func startOnce(ctx context.Context, bin, dir string, n int, token string) (c *cluster, err error) {
+func startOnce(ctx context.Context, bin, dir, prefix string, n int, token string) (c *cluster, err error) {
 	c = &cluster{bin: bin, dir: dir, client: map[string]string{}, peer: map[string]string{}, args: map[string][]string{},
 		logs: map[string]*os.File{}}
 	defer func() {
@@ -124,7 +129,7 @@ func startOnce(ctx context.Context, bin, dir string, n int, token string) (c *cl
 	}
 	targets := map[string]string{}
 	for i := range n {
-		node := fmt.Sprintf("n%d", i+1)
+		node := fmt.Sprintf("%s%d", prefix, i+1)
 		c.nodes = append(c.nodes, node)
 		c.client[node] = "http://127.0.0.1:" + strconv.Itoa(ports[2*i])
 		c.peer[node] = "127.0.0.1:" + strconv.Itoa(ports[2*i+1])
