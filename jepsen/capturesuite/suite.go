@@ -294,7 +294,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		Concurrency: o.Concurrency,
 		Client:      &client{c: c},
 		Nemesis:     nemesis.Compose(used),
-		Generator:   workload(o, c.nodes, c.addrs, choices, kinds),
+		Generator:   workload(o, c.nodes, c.addrs, choices, kinds, targets[len(c.nodes):]),
 		Checker:     withTimeline(col, o.Concurrency, checker.Compose(checks)),
 		Seed:        o.Seed,
 		Command:     o.Command,
@@ -337,8 +337,10 @@ func faultChoices(nodes, targets, want []string) (nemesis.Choices, []string) {
 
 // workload is the whole schedule: clients and faults until the recovery,
 // then every fault healed and every node undrained, then reads while the
-// system settles.
-func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Choices, kinds []string) gen.Generator {
+// system settles. members are the etcd members among the fault targets
+// (--epochs etcd): a fault drawn for one of them is not moved to the
+// holder.
+func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Choices, kinds, members []string) gen.Generator {
 	main := o.TimeLimit - recovery(o.TimeLimit)
 	clients := gen.Stagger(o.Seed, 20*time.Millisecond, gen.Fn(o.Seed+1, func(_ gen.Context, r *gen.Rand) gen.Op {
 		if r.IntN(20) == 0 {
@@ -352,7 +354,7 @@ func workload(o Options, nodes []string, addrs []netip.Addr, choices nemesis.Cho
 	// their ops to client threads themselves.
 	phases := []gen.Generator{
 		gen.TimeLimit(main, gen.Any(gen.Clients(clients), flaps(o.Seed+2, nodes),
-			targetHolder(gen.Nemesis(nemesis.Schedule(o.Seed+3, choices, faultQuiet, faultActive))))),
+			targetHolder(gen.Nemesis(nemesis.Schedule(o.Seed+3, choices, faultQuiet, faultActive)), members...))),
 	}
 	var undrains []gen.Generator
 	for _, n := range nodes {

@@ -28,9 +28,13 @@ func TestFaultsTakeOutTheHolder(t *testing.T) {
 		{"wipe", map[string]any{"node": "n1"}, "eni-n2", map[string]any{"node": "n1"}},
 		// A read that found no holder names none.
 		{"kill", map[string]any{"node": "n1"}, "", map[string]any{"node": "n1"}},
+		// An etcd member drawn stands: the fault is there to take it out.
+		{"kill", map[string]any{"node": "e2"}, "eni-n3", map[string]any{"node": "e2"}},
+		{"pause", map[string]any{"node": "e1"}, "eni-n3", map[string]any{"node": "e1"}},
+		{"partition", map[string]any{"shape": "isolate", "node": "e3"}, "eni-n1", map[string]any{"shape": "isolate", "node": "e3"}},
 	} {
 		drawn := c.value
-		g := targetHolder(gen.Nemesis(nemesis.Schedule(1, nemesis.Choices{Kinds: []string{c.kind}, Values: map[string]nemesis.Choose{c.kind: fixed(drawn)}}, time.Second, time.Second)))
+		g := targetHolder(gen.Nemesis(nemesis.Schedule(1, nemesis.Choices{Kinds: []string{c.kind}, Values: map[string]nemesis.Choose{c.kind: fixed(drawn)}}, time.Second, time.Second)), "e1", "e2", "e3")
 		ctx := gen.Context{Time: 0, Threads: 2, Free: []int{gen.NemesisThread, 0, 1}}
 		_, g, _ = g.Next(ctx)
 		if c.read != nil {
