@@ -576,10 +576,19 @@ func (d *Driver) add(ctx context.Context, reqs []provider.Request, n armnetwork.
 				subnet = c.Properties.Subnet
 			}
 		}
+		var rec epochtag.Record
+		if d.walled() {
+			var err error
+			if rec, err = epochs(n); err != nil {
+				return false, err
+			}
+		}
 		change := false
 		for _, r := range reqs {
 			a := r.Address
 			if config(n, a) >= 0 {
+				// In place: written only to raise the NIC's record.
+				change = change || (rec != nil && r.Epoch > rec[a])
 				continue
 			}
 			if subnet == nil {
@@ -699,6 +708,18 @@ func (d *Driver) assign(ctx context.Context, name string, reqs []provider.Reques
 				holder = n
 			}
 			if holder != nil && str(holder.Name) == name {
+				// In place already. The write is still made, to raise the
+				// record, when it holds an older epoch: otherwise a node
+				// that has not heard of this epoch could move the address
+				// away with an older one (see hold in the OCI driver).
+				switch {
+				case !d.walled() || r.Epoch <= rec[r.Address]:
+					if d.walled() && rec.Stale(r.Address, r.Epoch) {
+						stale = append(stale, r)
+					}
+				default:
+					todo = append(todo, r)
+				}
 				continue
 			}
 			if holder != nil {

@@ -676,3 +676,40 @@ func TestStaleActionRefusedOnTheRecord(t *testing.T) {
 		t.Fatalf("nic-c's tags: %v, want the record at epoch 4", tags)
 	}
 }
+
+// An assign that finds the address on its NIC already still raises the
+// NIC's epoch record (one PUT of the NIC, its ipConfigurations unchanged),
+// so that a move for an older epoch, from a node that has not heard of the
+// newer one, is refused instead of taking the address from its holder.
+func TestAssignInPlaceRaisesTheRecord(t *testing.T) {
+	e := newEnv(t, []string{"nic-a", "nic-b"})
+	ctx := t.Context()
+	lagging := e.driver(t)
+	if err := e.drv.Assign(ctx, req("nic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.drv.Assign(ctx, req("nic-b", 2), true); err != nil {
+		t.Fatal(err)
+	}
+	puts := e.cnt.count("PUT nic")
+	if err := e.drv.Assign(ctx, req("nic-b", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("PUT nic") - puts; n != 1 {
+		t.Fatalf("%d PUTs for the assign in place at 3, want 1 (the record raised)", n)
+	}
+	if err := e.drv.Assign(ctx, req("nic-b", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count("PUT nic") - puts; n != 1 {
+		t.Fatalf("%d PUTs after a second assign at 3, want still 1", n)
+	}
+	err := lagging.Assign(ctx, req("nic-a", 2), true)
+	if !errors.Is(err, provider.ErrStale) || !strings.Contains(err.Error(), "the record holds 3") {
+		t.Fatalf("the lagging move at epoch 2: %v, want ErrStale naming epoch 3", err)
+	}
+	expect(t, e.drv, "nic-b", false)
+	if err := e.drv.Assign(ctx, req("nic-b", 2), true); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("an assign in place at 2 after 3: %v, want ErrStale", err)
+	}
+}

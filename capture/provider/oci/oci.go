@@ -531,19 +531,11 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 		tag = ""
 	}
 	from := vnicOf(p)
-	if from == req.NIC {
-		return written{noop: true}, nil
+	if from == req.NIC && tag != "" {
+		return d.hold(ctx, p, tag, req)
 	}
-	if !reassign || boolOf(p.IsPrimary) {
-		// The target must exist for the refusal to be about the address.
-		if _, err := d.vnic(ctx, req.NIC); err != nil {
-			return written{}, err
-		}
-		what := "reassignment was not allowed"
-		if boolOf(p.IsPrimary) {
-			what = "it is that VNIC's primary private IP"
-		}
-		return written{}, fmt.Errorf("oci: assign %s to %s: %w (%s; %s)", req.Address, req.NIC, provider.ErrAssignedElsewhere, from, what)
+	if from != req.NIC && (!reassign || boolOf(p.IsPrimary)) {
+		return written{}, d.elsewhere(ctx, p, req)
 	}
 	// The move is conditional on the ETag of a read of the object itself.
 	if tag == "" {
@@ -555,7 +547,10 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 			return d.recreate(ctx, req)
 		}
 		if from = vnicOf(p); from == req.NIC {
-			return written{noop: true}, nil
+			return d.hold(ctx, p, tag, req)
+		}
+		if !reassign || boolOf(p.IsPrimary) {
+			return written{}, d.elsewhere(ctx, p, req)
 		}
 	}
 	tags, err := d.record(p, req, "move")
@@ -584,6 +579,58 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 		if _, verr := d.vnic(ctx, req.NIC); verr != nil {
 			return written{}, verr
 		}
+		return d.recreate(ctx, req)
+	}
+	return written{}, mapError(ctx, "UpdatePrivateIp", err)
+}
+
+// elsewhere is the refusal of an assign whose address is on another VNIC
+// when it may not move.
+func (d *Driver) elsewhere(ctx context.Context, p *core.PrivateIp, req provider.Request) error {
+	// The target must exist for the refusal to be about the address.
+	if _, err := d.vnic(ctx, req.NIC); err != nil {
+		return err
+	}
+	what := "reassignment was not allowed"
+	if boolOf(p.IsPrimary) {
+		what = "it is that VNIC's primary private IP"
+	}
+	return fmt.Errorf("oci: assign %s to %s: %w (%s; %s)", req.Address, req.NIC, provider.ErrAssignedElsewhere, vnicOf(p), what)
+}
+
+// hold is an assign that finds the address on its VNIC already: nothing
+// moves, but the private IP's epoch record is raised to the request's
+// epoch (a tag-only UpdatePrivateIp, if-match on the ETag just read), so
+// that the cloud refuses a move made for an older epoch by a node that has
+// not heard of this one. Without it such a move went through: in the OCI
+// capture test (seed 5) a node one event behind its peers moved an
+// address away at epoch 34 after the holder's assign at 35 had found it
+// in place and written nothing, and the holder, its row done, never put it
+// back. An action older than the record fails with provider.ErrStale, as a
+// move would.
+func (d *Driver) hold(ctx context.Context, p *core.PrivateIp, tag string, req provider.Request) (written, error) {
+	if req.Epoch == 0 || !epochtag.Enforced || d.opts.IgnoreEpochRecord || boolOf(p.IsPrimary) {
+		return written{noop: true}, nil
+	}
+	tags, err := d.record(p, req, "hold")
+	if err != nil {
+		return written{}, err
+	}
+	if have, err := epochtag.Decode(p.FreeformTags); err == nil && have[req.Address] >= req.Epoch {
+		return written{noop: true}, nil
+	}
+	_, err = d.client.UpdatePrivateIp(sdk(change(ctx, req, false)), core.UpdatePrivateIpRequest{
+		PrivateIpId:            p.Id,
+		UpdatePrivateIpDetails: core.UpdatePrivateIpDetails{FreeformTags: tags},
+		IfMatch:                common.String(tag),
+		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
+	})
+	switch status(err) {
+	case http.StatusOK:
+		return written{noop: true}, nil
+	case http.StatusPreconditionFailed:
+		return written{}, d.changed(ctx, req, fmt.Sprintf("hold %s on %s", req.Address, req.NIC))
+	case http.StatusNotFound:
 		return d.recreate(ctx, req)
 	}
 	return written{}, mapError(ctx, "UpdatePrivateIp", err)

@@ -782,3 +782,49 @@ func TestStaleActionRefusedOnTheRecord(t *testing.T) {
 		t.Fatalf("the private IP's tags: %v, want the record at epoch 4", tags)
 	}
 }
+
+// An assign that finds the address on its VNIC already still raises the
+// private IP's epoch record (a tag-only UpdatePrivateIp), so that a move
+// for an older epoch, from a node that has not heard of the newer one, is
+// refused by the cloud instead of taking the address from its holder.
+func TestAssignInPlaceRaisesTheRecord(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b"})
+	_, pemKey := testKey(t)
+	lagging := e.driver(t, pemKey)
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 2), true); err != nil {
+		t.Fatal(err)
+	}
+	// The holder's assign at 3 finds the address in place.
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count(ocisim.OpUpdatePrivateIp); n != 2 {
+		t.Fatalf("%d UpdatePrivateIp calls, want 2: the move at 2 and the record raised at 3", n)
+	}
+	// Again at 3: the record holds 3 already, nothing is written.
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cnt.count(ocisim.OpUpdatePrivateIp); n != 2 {
+		t.Fatalf("%d UpdatePrivateIp calls after a second assign at 3, want still 2", n)
+	}
+	// A node one event behind moves for epoch 2.
+	err := lagging.Assign(t.Context(), req("vnic-a", 2), true)
+	if !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("the lagging move at epoch 2: %v, want ErrStale", err)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-b" {
+		t.Fatalf("after the lagging move: %+v %v, want the address on vnic-b", obs, err)
+	}
+	ms := e.sim.Mutations()
+	if len(ms) != 2 || ms[0].Epoch != 1 || ms[1].Epoch != 2 || ms[1].NIC != "vnic-b" {
+		t.Fatalf("record: %+v, want the create at 1 and the move at 2 only", ms)
+	}
+	// A hold older than the record is refused as stale too.
+	if err := e.drv.Assign(t.Context(), req("vnic-b", 2), true); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("an assign in place at 2 after 3: %v, want ErrStale", err)
+	}
+}
