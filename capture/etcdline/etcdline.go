@@ -190,11 +190,22 @@ func encode(r capture.EpochRecord) string {
 }
 
 // Get reads k's record, linearizably.
-func (c *Client) Get(ctx context.Context, k capture.Key) (Record, error) {
+func (c *Client) Get(ctx context.Context, k capture.Key) (Record, error) { return c.GetAt(ctx, k, 0) }
+
+// GetAt reads k's record as etcd held it at revision rev (0: now): the
+// record written last at or before rev, with its own revision, or the
+// zero Record when k had none then. A checker reads the records the
+// nodes' calls carried the revisions of; etcd answers for any revision
+// it has not compacted.
+func (c *Client) GetAt(ctx context.Context, k capture.Key, rev int64) (Record, error) {
 	var out struct {
 		Kvs []kv `json:"kvs"`
 	}
-	if err := c.call(ctx, "/v3/kv/range", map[string]any{"key": b64(c.keyOf(k))}, &out); err != nil {
+	req := map[string]any{"key": b64(c.keyOf(k))}
+	if rev > 0 {
+		req["revision"] = strconv.FormatInt(rev, 10)
+	}
+	if err := c.call(ctx, "/v3/kv/range", req, &out); err != nil {
 		return Record{}, err
 	}
 	if len(out.Kvs) == 0 {
