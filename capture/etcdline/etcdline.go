@@ -40,6 +40,9 @@ type Record struct {
 // what etcd holds now.
 var ErrConflict = errors.New("etcd epoch line: conflict")
 
+// ErrFutureRevision: a read at a revision etcd has not reached (GetAt).
+var ErrFutureRevision = errors.New("etcd epoch line: a revision etcd has not reached")
+
 // ErrUnreachable: no endpoint answered.
 var ErrUnreachable = errors.New("etcd epoch line: unreachable")
 
@@ -206,6 +209,11 @@ func (c *Client) GetAt(ctx context.Context, k capture.Key, rev int64) (Record, e
 		req["revision"] = strconv.FormatInt(rev, 10)
 	}
 	if err := c.call(ctx, "/v3/kv/range", req, &out); err != nil {
+		// etcd's own words (mvcc.ErrFutureRev): the gateway gives no
+		// other mark of it.
+		if rev > 0 && strings.Contains(err.Error(), "required revision is a future revision") {
+			return Record{}, fmt.Errorf("%w: %d: %v", ErrFutureRevision, rev, err)
+		}
 		return Record{}, err
 	}
 	if len(out.Kvs) == 0 {

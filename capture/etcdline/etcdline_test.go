@@ -135,6 +135,9 @@ func TestLineInEtcd(t *testing.T) {
 			t.Fatalf("at revision %d: %+v (%v), want %+v", c.rev, got, err, c.want)
 		}
 	}
+	if got, err := n2.GetAt(ctx, key, cur.Rev+1000); !errors.Is(err, etcdline.ErrFutureRevision) {
+		t.Fatalf("at a revision etcd has not reached: %+v (%v)", got, err)
+	}
 }
 
 // etcd unreachable, or stopped: an error that says so, within the

@@ -2,6 +2,7 @@ package capturesuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -34,6 +35,9 @@ type tokenReads struct {
 	// held is the key's record as of each revision read (the zero
 	// Record when the key did not exist then).
 	held map[tokenAt]etcdline.Record
+	// future are the revisions etcd had not reached when read: no
+	// record was ever written at them.
+	future map[tokenAt]bool
 	// err says why etcd could not be read.
 	err error
 }
@@ -55,7 +59,7 @@ func acquires(m mutationRecord) bool {
 // revision such mutations carried. etcd keeps past revisions until
 // compacted, and the test's members never compact.
 func (l *etcdLine) readTokens(ctx context.Context, muts []mutationRecord) tokenReads {
-	out := tokenReads{held: map[tokenAt]etcdline.Record{}}
+	out := tokenReads{held: map[tokenAt]etcdline.Record{}, future: map[tokenAt]bool{}}
 	var eps []string
 	for _, m := range l.members.Members() {
 		eps = append(eps, "http://"+l.members.ClientAddr(m))
@@ -81,7 +85,7 @@ func (l *etcdLine) readTokens(ctx context.Context, muts []mutationRecord) tokenR
 		if !nodeMutation(m) || m.LineRevision <= 0 || m.Address == "" {
 			continue
 		}
-		if _, done := out.held[at]; done {
+		if _, done := out.held[at]; done || out.future[at] {
 			continue
 		}
 		k, ok := keys[m.Address]
@@ -90,6 +94,10 @@ func (l *etcdLine) readTokens(ctx context.Context, muts []mutationRecord) tokenR
 			continue
 		}
 		r, err := cl.GetAt(ctx, k, m.LineRevision)
+		if errors.Is(err, etcdline.ErrFutureRevision) {
+			out.future[at] = true
+			continue
+		}
 		if err != nil {
 			out.err = fmt.Errorf("reading %s at revision %d: %w", k, m.LineRevision, err)
 			return out
@@ -139,7 +147,14 @@ func checkTokens(muts []mutationRecord, reads tokenReads) checker.Result {
 		if reads.err != nil {
 			continue
 		}
-		got, ok := reads.held[tokenAt{m.Address, m.LineRevision}]
+		at := tokenAt{m.Address, m.LineRevision}
+		if reads.future[at] {
+			checked++
+			mismatches++
+			findings = append(findings, fmt.Sprintf("mutation %d (%s %s on %s at epoch %d): etcd had not reached revision %d after the run", i, m.Call, m.Address, m.NIC, m.Epoch, m.LineRevision))
+			continue
+		}
+		got, ok := reads.held[at]
 		if !ok {
 			continue // not read: counted below as unchecked
 		}

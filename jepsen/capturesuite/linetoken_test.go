@@ -67,6 +67,14 @@ func TestLineTokens(t *testing.T) {
 			linear.False, [5]int{3, 1, 3, 0, 0}, []string{
 				"mutation 2 (ensure-forwarding-enabled 10.0.1.10 on eni-n2 at epoch 3) carries no line revision",
 			}},
+		{"future", func(m []mutationRecord, r *tokenReads) {
+			// Revision 16 is one past etcd's last: no record at it.
+			m[3].LineRevision, m[4].LineRevision = 16, 16
+			r.future = map[tokenAt]bool{{"10.0.1.10", 16}: true}
+		}, linear.False, [5]int{4, 0, 4, 2, 0}, []string{
+			"mutation 3 (assign-secondary-ip 10.0.1.10 on eni-n1 at epoch 4): etcd had not reached revision 16 after the run",
+			"mutation 4 (unassign-secondary-ip 10.0.1.10 on eni-n2 at epoch 4): etcd had not reached revision 16 after the run",
+		}},
 		{"etcd not read", func(_ []mutationRecord, r *tokenReads) { r.held, r.err = nil, errTest },
 			linear.Unknown, [5]int{4, 0, 0, 0, 0}, []string{}},
 	} {
