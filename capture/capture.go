@@ -252,6 +252,11 @@ type Row struct {
 	DoneAt     int64 `json:"doneAt,omitempty"`
 	// Observed is the provider's state of the address after the call.
 	Observed string `json:"observed,omitempty"`
+	// LineRevision is the fencing token the last call carried for a key
+	// on the etcd epoch line: the etcd revision of the epoch record the
+	// node confirmed right before it. Zero off the etcd line, and in rows
+	// written before the token existed.
+	LineRevision int64 `json:"lineRevision,omitempty"`
 }
 
 // Held is a capture this node may have made and has not released. It is

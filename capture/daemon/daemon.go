@@ -212,7 +212,7 @@ func New(ctx context.Context, cfg *config.Node, opts Options) (*Daemon, error) {
 		Policy: cfg.Approval, Execute: true, RunningTimeout: cfg.Timing.RunningTimeout,
 		DeprovisionHold: hold, Interval: cfg.Timing.ReconcileInterval,
 		Clock: d.now, Wake: d.sub.C(), OnPass: d.afterPass, OnEpochs: d.publishEpochs, Preempt: d.preempt,
-		Ready: d.ready, ReadyExempt: exempt,
+		Ready: d.ready, ReadyExempt: exempt, LineRevision: d.lineRevision,
 	})
 	d.ln = opts.Listener
 	if d.ln == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -44,6 +45,10 @@ type etcdLine struct {
 	// last is the newest snapshot read, for planning and for the
 	// revisions bumps start from.
 	last etcdline.Snapshot
+	// confirmed are the records confirmEtcd last found etcd holding
+	// exactly, by key: their revisions are the tokens the calls made
+	// right after carry (lineRevision).
+	confirmed map[capture.Key]etcdline.Record
 }
 
 // errNoSession: the node holds no live etcd session.
@@ -189,7 +194,7 @@ func (d *Daemon) bumpEtcd(keys []capture.Key, epochs map[capture.Key]capture.Epo
 		if epochs[k].Epoch <= prev.Epoch {
 			continue // etcd is there already, or past: nothing to bump
 		}
-		if err := d.bumpOne(s, k, prev, epochs[k]); err != nil {
+		if _, err := d.bumpOne(s, k, prev, epochs[k]); err != nil {
 			lost++
 			d.log.Info("etcd epoch line: bump not made", "key", k, "epoch", epochs[k].Epoch, "holder", epochs[k].Holder, "err", err)
 		}
@@ -200,14 +205,14 @@ func (d *Daemon) bumpEtcd(keys []capture.Key, epochs map[capture.Key]capture.Epo
 }
 
 // bumpOne moves k's line in etcd from prev to next under session s and
-// keeps the record etcd now holds.
-func (d *Daemon) bumpOne(s *etcdline.Session, k capture.Key, prev etcdline.Record, next capture.EpochRecord) error {
+// keeps, and returns, the record etcd now holds.
+func (d *Daemon) bumpOne(s *etcdline.Session, k capture.Key, prev etcdline.Record, next capture.EpochRecord) (etcdline.Record, error) {
 	l := d.line
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	rec, err := l.c.Bump(ctx, s.Lease, k, prev, next)
 	cancel()
 	if err != nil {
-		return err
+		return etcdline.Record{}, err
 	}
 	l.mu.Lock()
 	if l.last.Records == nil {
@@ -216,12 +221,45 @@ func (d *Daemon) bumpOne(s *etcdline.Session, k capture.Key, prev etcdline.Recor
 	l.last.Records[k] = rec
 	l.mu.Unlock()
 	d.log.Info("epoch line moved in etcd", "key", k, "epoch", rec.Epoch, "holder", rec.Holder, "revision", rec.Rev)
-	return nil
+	return rec, nil
+}
+
+// lineRevision is the executor's token of k at epoch: the revision of the
+// record at that epoch the last readiness confirmed in etcd (zero when it
+// confirmed none), and whether k is on the etcd line at all. Ready is
+// asked right before each call and confirms every key of this node, so the
+// revision read after it is the one etcd held then. A bump always raises
+// the epoch, so one epoch of a key has one revision: a confirmation of the
+// same record by a later ask gives the same token.
+func (d *Daemon) lineRevision(k capture.Key, epoch capture.Epoch) (int64, bool) {
+	if !d.onEtcd(k) {
+		return 0, false
+	}
+	d.line.mu.Lock()
+	defer d.line.mu.Unlock()
+	if r, ok := d.line.confirmed[k]; ok && r.Epoch == epoch {
+		return r.Rev, true
+	}
+	return 0, true
 }
 
 // confirmEtcd checks, against etcd now, that every record the node would
 // act at is etcd's, and that its session is live there.
 func (d *Daemon) confirmEtcd(want map[capture.Key]capture.EpochRecord) error {
+	ok := map[capture.Key]etcdline.Record{}
+	defer func() {
+		// Only what this ask confirmed is a token: a key it did not get
+		// to, or found moved, keeps none (its rows are not called).
+		d.line.mu.Lock()
+		for k := range want {
+			delete(d.line.confirmed, k)
+		}
+		if d.line.confirmed == nil {
+			d.line.confirmed = map[capture.Key]etcdline.Record{}
+		}
+		maps.Copy(d.line.confirmed, ok)
+		d.line.mu.Unlock()
+	}()
 	s := d.line.session(time.Now())
 	if s == nil {
 		return errNoSession
@@ -236,6 +274,7 @@ func (d *Daemon) confirmEtcd(want map[capture.Key]capture.EpochRecord) error {
 	for k, r := range want {
 		got := snap.Records[k]
 		if got.EpochRecord == r {
+			ok[k] = got
 			continue
 		}
 		if r.Epoch > got.Epoch {
@@ -244,9 +283,11 @@ func (d *Daemon) confirmEtcd(want map[capture.Key]capture.EpochRecord) error {
 			// reach). It is made now, from the revision just read, before
 			// anything is done at it; a node that moved the line first
 			// makes it fail.
-			if err := d.bumpOne(s, k, got, r); err != nil {
+			rec, err := d.bumpOne(s, k, got, r)
+			if err != nil {
 				return fmt.Errorf("%w: %s: %v", errUnreplicated, k, err)
 			}
+			ok[k] = rec
 			continue
 		}
 		return fmt.Errorf("%w: %s is at epoch %d (holder %q) in etcd, not %d (holder %q)", errUnreplicated, k, got.Epoch, got.Holder, r.Epoch, r.Holder)

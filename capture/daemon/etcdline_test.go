@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"context"
+	"net/http"
+	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,4 +90,38 @@ func TestClusterEtcdLine(t *testing.T) {
 	c.waitAllOn("eni-n1", generous)
 	waitFor("etcd holds n1's records once back", func() bool { return agree("n1") })
 	checkFence(t, c.mutations())
+
+	// Every call a node made carried, as its token, the revision at which
+	// etcd wrote the record it acted at (for an acquire, naming the node
+	// that made it), and n1's journal rows keep the revision.
+	snap, err := line.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[netip.Addr]capture.Key{}
+	for k := range snap.Records {
+		keys[k.Address] = k
+	}
+	tokens := 0
+	for i, m := range c.mutations() {
+		if m.Epoch == 0 {
+			continue
+		}
+		r, err := line.GetAt(context.Background(), keys[m.Address], m.LineRevision)
+		acquire := m.Call == capture.Assign || m.Call == capture.EnableForwarding
+		if m.LineRevision <= 0 || err != nil || r.Rev != m.LineRevision || r.Epoch != m.Epoch || (acquire && "eni-"+r.Holder != m.NIC) {
+			t.Errorf("mutation %d %+v: etcd at its revision held %+v (%v)", i, m, r, err)
+		}
+		tokens++
+	}
+	var rows []capture.Row
+	if code := c.api("n1", http.MethodGet, "/v1/actions?state=succeeded", nil, &rows); code != http.StatusOK || len(rows) == 0 {
+		t.Fatalf("n1's succeeded actions: %d, %d rows", code, len(rows))
+	}
+	for _, r := range rows {
+		if r.LineRevision <= 0 {
+			t.Errorf("n1's journal row %s keeps no line revision", r.IdempotencyKey)
+		}
+	}
+	t.Logf("%d node mutations carried a line revision etcd wrote; n1's %d succeeded rows keep theirs", tokens, len(rows))
 }

@@ -40,6 +40,9 @@ type Record struct {
 // what etcd holds now.
 var ErrConflict = errors.New("etcd epoch line: conflict")
 
+// ErrFutureRevision: a read at a revision etcd has not reached (GetAt).
+var ErrFutureRevision = errors.New("etcd epoch line: a revision etcd has not reached")
+
 // ErrUnreachable: no endpoint answered.
 var ErrUnreachable = errors.New("etcd epoch line: unreachable")
 
@@ -190,11 +193,27 @@ func encode(r capture.EpochRecord) string {
 }
 
 // Get reads k's record, linearizably.
-func (c *Client) Get(ctx context.Context, k capture.Key) (Record, error) {
+func (c *Client) Get(ctx context.Context, k capture.Key) (Record, error) { return c.GetAt(ctx, k, 0) }
+
+// GetAt reads k's record as etcd held it at revision rev (0: now): the
+// record written last at or before rev, with its own revision, or the
+// zero Record when k had none then. A checker reads the records the
+// nodes' calls carried the revisions of; etcd answers for any revision
+// it has not compacted.
+func (c *Client) GetAt(ctx context.Context, k capture.Key, rev int64) (Record, error) {
 	var out struct {
 		Kvs []kv `json:"kvs"`
 	}
-	if err := c.call(ctx, "/v3/kv/range", map[string]any{"key": b64(c.keyOf(k))}, &out); err != nil {
+	req := map[string]any{"key": b64(c.keyOf(k))}
+	if rev > 0 {
+		req["revision"] = strconv.FormatInt(rev, 10)
+	}
+	if err := c.call(ctx, "/v3/kv/range", req, &out); err != nil {
+		// etcd's own words (mvcc.ErrFutureRev): the gateway gives no
+		// other mark of it.
+		if rev > 0 && strings.Contains(err.Error(), "required revision is a future revision") {
+			return Record{}, fmt.Errorf("%w: %d: %v", ErrFutureRevision, rev, err)
+		}
 		return Record{}, err
 	}
 	if len(out.Kvs) == 0 {

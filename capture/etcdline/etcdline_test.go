@@ -125,6 +125,19 @@ func TestLineInEtcd(t *testing.T) {
 	if snap, err := n1.Snapshot(ctx); err != nil || snap.Session != 0 {
 		t.Fatalf("n1's snapshot after its session closed: %+v %v", snap, err)
 	}
+	// The past, by revision: at r1's revision etcd held r1, at the one
+	// before it nothing, and now the winner's record.
+	for _, c := range []struct {
+		rev  int64
+		want etcdline.Record
+	}{{r1.Rev, r1}, {r1.Rev - 1, etcdline.Record{}}, {cur.Rev, cur}, {0, cur}} {
+		if got, err := n2.GetAt(ctx, key, c.rev); err != nil || got != c.want {
+			t.Fatalf("at revision %d: %+v (%v), want %+v", c.rev, got, err, c.want)
+		}
+	}
+	if got, err := n2.GetAt(ctx, key, cur.Rev+1000); !errors.Is(err, etcdline.ErrFutureRevision) {
+		t.Fatalf("at a revision etcd has not reached: %+v (%v)", got, err)
+	}
 }
 
 // etcd unreachable, or stopped: an error that says so, within the

@@ -51,6 +51,34 @@ type Executor struct {
 	// address, which can never make a second holder, and a node that lost
 	// its VRRP authority must release even when cut off from its peers.
 	ReadyExempt func(capture.Kind) bool
+	// LineRevision, when set, gives the fencing token of a key on the
+	// etcd epoch line: the etcd revision of the record at epoch that
+	// Ready last confirmed for it (zero when none at that epoch was), and
+	// whether the key is on that line at all. It is read after Ready has
+	// passed, right before each call; the request carries it to the
+	// provider and the row keeps it, so that the journal and the
+	// provider's record name the revision each call was made under. A
+	// row on the line whose epoch Ready did not confirm is not called
+	// (unless its kind is exempt from Ready): its epoch is no longer the
+	// line's, and a later claim's gate finds it stale.
+	LineRevision func(capture.Key, capture.Epoch) (rev int64, onLine bool)
+}
+
+// errUnconfirmed: a row on the etcd line whose epoch readiness did not
+// confirm there.
+var errUnconfirmed = errors.New("the etcd epoch line does not confirm the row's epoch")
+
+// lineRevision is row's token on the etcd line (zero off it), or
+// errUnconfirmed for a row on the line that may not be called without one.
+func (e *Executor) lineRevision(row *capture.Row) (int64, error) {
+	if e.LineRevision == nil {
+		return 0, nil
+	}
+	rev, on := e.LineRevision(row.Key, row.Epoch)
+	if on && rev == 0 && e.Ready != nil && (e.ReadyExempt == nil || !e.ReadyExempt(row.Kind)) {
+		return 0, fmt.Errorf("not called: %w: %s at epoch %d", errUnconfirmed, row.Key, row.Epoch)
+	}
+	return rev, nil
 }
 
 // gated returns ctx carrying Ready for a driver to ask right before it
@@ -289,7 +317,10 @@ type group struct {
 	provider string
 	target   string
 	flag     bool // reassign for an assign
-	rows     []int
+	// tokened says the rows carry an etcd line revision: a call carries
+	// tokens for all its addresses or for none.
+	tokened bool
+	rows    []int
 }
 
 // groupKey says which group a row joins; ok is false for rows called one
@@ -297,7 +328,8 @@ type group struct {
 func (e *Executor) groupKey(row *capture.Row) (g group, ok bool) {
 	p := e.Providers[row.Provider]
 	_, batches := p.(Batcher)
-	g = group{kind: row.Kind, provider: row.Provider, target: row.Target}
+	rev, _ := e.lineRevision(row)
+	g = group{kind: row.Kind, provider: row.Provider, target: row.Target, tokened: rev != 0}
 	switch row.Kind {
 	case capture.Assign:
 		g.flag = row.Params[capture.ParamAllowReassignment] == "true"
@@ -326,7 +358,7 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 	type gk struct {
 		kind             capture.Kind
 		provider, target string
-		flag             bool
+		flag, tokened    bool
 	}
 	groups := map[gk]*group{}
 	var order []any    // *group or a row index
@@ -341,7 +373,7 @@ func (e *Executor) callAll(ctx context.Context, rows []capture.Row) []store.Outc
 			order = append(order, i)
 			continue
 		}
-		k := gk{g.kind, g.provider, g.target, g.flag}
+		k := gk{g.kind, g.provider, g.target, g.flag, g.tokened}
 		if groups[k] == nil {
 			groups[k] = &g
 			order = append(order, &g)
@@ -425,11 +457,29 @@ func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []ca
 		outs[idx[0]] = e.call(ctx, &rows[idx[0]])
 		return nil
 	}
-	reqs := make([]provider.Request, len(idx))
-	for j, i := range idx {
+	// The tokens are read again now, after the Ready that came right
+	// before: a row whose token changed since the grouping (its epoch no
+	// longer confirmed, or newly on the line) is left for a later run,
+	// as the call carries tokens for all its addresses or for none.
+	reqs := make([]provider.Request, 0, len(idx))
+	called := make([]int, 0, len(idx))
+	for _, i := range idx {
 		r := &rows[i]
-		reqs[j] = provider.Request{NIC: r.Target, Address: r.Address, Epoch: r.Epoch, IdempotencyKey: r.IdempotencyKey}
+		rev, err := e.lineRevision(r)
+		if err == nil && (rev != 0) != g.tokened {
+			err = fmt.Errorf("not called: the row's etcd line token changed while its call was prepared (%s at epoch %d)", r.Key, r.Epoch)
+		}
+		if err != nil {
+			outs[i] = store.Outcome{Err: err, NotCalled: true}
+			continue
+		}
+		reqs = append(reqs, provider.Request{NIC: r.Target, Address: r.Address, Epoch: r.Epoch, IdempotencyKey: r.IdempotencyKey, LineRevision: rev})
+		called = append(called, i)
 	}
+	if len(called) == 0 {
+		return nil
+	}
+	idx = called
 	var err error
 	cctx := e.gated(ctx, g.kind)
 	switch g.kind {
@@ -441,8 +491,15 @@ func (e *Executor) callGroup(ctx context.Context, g *group, idx []int, rows []ca
 		// The NIC's setting, once, under the first row's token.
 		err = p.SetForwarding(cctx, reqs[0], g.kind == capture.EnableForwarding)
 	}
-	for _, i := range idx {
+	for j, i := range idx {
+		rev := reqs[j].LineRevision
+		if g.kind == capture.EnableForwarding || g.kind == capture.DisableForwarding {
+			rev = reqs[0].LineRevision // the one call's token
+		}
 		outs[i] = store.Outcome{Err: err, NotCalled: errors.Is(err, gate.ErrNotReady)}
+		if !outs[i].NotCalled {
+			outs[i].LineRevision = rev
+		}
 	}
 	return idx
 }
@@ -483,8 +540,11 @@ func (e *Executor) call(ctx context.Context, row *capture.Row) store.Outcome {
 	if !ok {
 		return store.Outcome{Err: fmt.Errorf("no provider %q is configured", row.Provider)}
 	}
-	req := provider.Request{NIC: row.Target, Address: row.Address, Epoch: row.Epoch, IdempotencyKey: row.IdempotencyKey}
-	var err error
+	rev, err := e.lineRevision(row)
+	if err != nil {
+		return store.Outcome{Err: err, NotCalled: true}
+	}
+	req := provider.Request{NIC: row.Target, Address: row.Address, Epoch: row.Epoch, IdempotencyKey: row.IdempotencyKey, LineRevision: rev}
 	cctx := e.gated(ctx, row.Kind)
 	switch row.Kind {
 	case capture.Assign:
@@ -502,7 +562,11 @@ func (e *Executor) call(ctx context.Context, row *capture.Row) store.Outcome {
 	default:
 		err = fmt.Errorf("unknown action kind %q", row.Kind)
 	}
-	return store.Outcome{Err: err, Observed: observe(ctx, p, row), NotCalled: errors.Is(err, gate.ErrNotReady)}
+	out := store.Outcome{Err: err, Observed: observe(ctx, p, row), NotCalled: errors.Is(err, gate.ErrNotReady)}
+	if !out.NotCalled {
+		out.LineRevision = req.LineRevision
+	}
+	return out
 }
 
 // observe describes the address after a call, as the row records it.

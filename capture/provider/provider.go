@@ -18,7 +18,10 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/capture"
@@ -53,6 +56,12 @@ type Request struct {
 	// outside the journal (tests, the operator).
 	Epoch          capture.Epoch
 	IdempotencyKey string
+	// LineRevision is the etcd revision of the epoch record the node
+	// confirmed for the key right before the call (the key's mod
+	// revision): the fencing token of a pool on the etcd epoch line,
+	// whose provider call cannot sit inside etcd's transaction. Zero off
+	// the etcd line; drivers then send nothing.
+	LineRevision int64
 }
 
 // Observation is what a provider reports about an address.
@@ -92,6 +101,8 @@ type Mutation struct {
 	Address        netip.Addr
 	Epoch          capture.Epoch
 	IdempotencyKey string
+	// LineRevision is the request's (zero when it carried none).
+	LineRevision int64 `json:",omitempty"`
 	// From is the NIC the address left, for an assign that moved it.
 	From string `json:",omitempty"`
 	// Enabled is the forwarding setting, for forwarding calls.
@@ -155,4 +166,41 @@ func StaleMutations(ms []Mutation) []Stale {
 		high[m.Address] = m.Epoch
 	}
 	return out
+}
+
+// LineRevisions is the value of the line-revision header of a call
+// carrying reqs: their LineRevision in decimal, comma-separated in the
+// order of reqs, or "" when none carries one (off the etcd line nothing is
+// sent). The executor never puts requests with and without a revision in
+// one call, so a list holds no zero.
+func LineRevisions(reqs ...Request) string {
+	var b []byte
+	some := false
+	for i, r := range reqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		some = some || r.LineRevision != 0
+		b = strconv.AppendInt(b, r.LineRevision, 10)
+	}
+	if !some {
+		return ""
+	}
+	return string(b)
+}
+
+// ParseLineRevisions reads a line-revision header's value, as
+// LineRevisions writes it: one revision or a comma-separated list, each
+// decimal and positive (zero is said by sending no header).
+func ParseLineRevisions(v string) ([]int64, error) {
+	parts := strings.Split(v, ",")
+	out := make([]int64, len(parts))
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n <= 0 || p[0] == '+' {
+			return nil, fmt.Errorf("line revision %q is not a positive decimal", p)
+		}
+		out[i] = n
+	}
+	return out, nil
 }

@@ -72,6 +72,9 @@ type Config struct {
 	// ReadyExempt, when set, names the action kinds that run whether or
 	// not Ready allows (see executor.Executor.ReadyExempt).
 	ReadyExempt func(capture.Kind) bool
+	// LineRevision, when set, is the executor's token of a key on the
+	// etcd epoch line (see executor.Executor.LineRevision).
+	LineRevision func(capture.Key, capture.Epoch) (rev int64, onLine bool)
 	// Hooks interrupt a pass at chosen points, for crash tests.
 	Hooks Hooks
 }
@@ -123,7 +126,7 @@ func New(cfg Config) *Loop {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Loop{cfg: cfg, exec: &executor.Executor{Store: cfg.Store, Providers: cfg.Providers, AfterClaim: cfg.Hooks.AfterClaim, AfterCall: cfg.Hooks.AfterCall}}
+	return &Loop{cfg: cfg, exec: &executor.Executor{Store: cfg.Store, Providers: cfg.Providers, AfterClaim: cfg.Hooks.AfterClaim, AfterCall: cfg.Hooks.AfterCall, LineRevision: cfg.LineRevision}}
 }
 
 // Run runs passes every Interval and on every Wake until ctx ends.

@@ -737,6 +737,9 @@ type Outcome struct {
 	// RetryAfter: that wait is for a provider that failed, and none was
 	// asked.
 	NotCalled bool
+	// LineRevision is the etcd line revision the call carried (see
+	// capture.Row.LineRevision); zero for none.
+	LineRevision int64
 }
 
 // Complete records the outcome of a running row. On success it also
@@ -786,7 +789,7 @@ func (s *Store) completeTx(tx *bolt.Tx, key string, out Outcome, now time.Time) 
 		}
 		return r.put(&row, capture.Running)
 	}
-	row.DoneAt, row.Observed = now.UnixNano(), out.Observed
+	row.DoneAt, row.Observed, row.LineRevision = now.UnixNano(), out.Observed, out.LineRevision
 	if out.Err != nil {
 		row.State, row.Reason = capture.Failed, out.Err.Error()
 		return r.put(&row, capture.Running)

@@ -234,6 +234,10 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 		fmt.Fprintf(w, "  etcd line       %-7s %d records in etcd, each at the provider's holder and no lower than its highest epoch; %v findings\n",
 			r.Valid, len(recs), r.Fields["findings_total"])
 	}
+	if r, ok := cs["line-token"]; ok {
+		fmt.Fprintf(w, "  line token      %-7s %v of %v node mutations carried an etcd revision, %v checked against etcd, %v mismatches, %v going down\n",
+			r.Valid, r.Fields["tokened"], r.Fields["node_mutations"], r.Fields["checked"], r.Fields["mismatches"], r.Fields["regressions"])
+	}
 	conv, _ := get("convergence", "convergence_s").(float64)
 	fmt.Fprintf(w, "  convergence     %-7s last move %.1f s after the final heal\n", valid("convergence"), conv)
 	if n, _ := get("failover", "failovers").(int); n > 0 {

@@ -503,6 +503,13 @@ INVALID  ` + dir + "\n"
 	if !strings.Contains(b.String(), "availability    true    no holder 9281 ms in 1 period, 3900 ms outside fault windows\n                          longest: 10.0.1.13 had no holder from 41.539s") {
 		t.Fatalf("valid summary:\n%s", b.String())
 	}
+	// --epochs etcd: the line token's counts.
+	cs["line-token"] = checker.Result{Valid: linear.True, Fields: map[string]any{"tokened": 77, "node_mutations": 77, "checked": 77, "mismatches": 0, "regressions": 0}}
+	b.Reset()
+	printSummary(&b, out)
+	if !strings.Contains(b.String(), "\n  line token      true    77 of 77 node mutations carried an etcd revision, 77 checked against etcd, 0 mismatches, 0 going down\n") {
+		t.Fatalf("summary with the line token:\n%s", b.String())
+	}
 }
 
 func TestConvergenceFindings(t *testing.T) {

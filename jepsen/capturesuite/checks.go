@@ -47,6 +47,9 @@ type collected struct {
 	// etcd), by address; lineErr why it could not be read.
 	line    map[string]etcdline.Record
 	lineErr error
+	// tokens are etcd's records at the revisions the mutations carried
+	// (--epochs etcd; see linetoken.go).
+	tokens tokenReads
 }
 
 // mutationTime is a record entry's time on the history's clock.

@@ -419,8 +419,11 @@ type mutationRecord struct {
 	NIC      string `json:"nic"`
 	Address  string `json:"address"`
 	Epoch    uint64 `json:"epoch"`
-	From     string `json:"from"`
-	Enabled  bool   `json:"enabled"`
+	// LineRevision is the etcd line's token the call carried (--epochs
+	// etcd); zero for none.
+	LineRevision int64  `json:"lineRevision,omitempty"`
+	From         string `json:"from"`
+	Enabled      bool   `json:"enabled"`
 }
 
 // simGet reads a simulator admin path into out.

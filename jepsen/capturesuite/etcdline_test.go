@@ -27,7 +27,8 @@ const etcdLineLimit = 40 * time.Second
 // drawing members as well as nodes: valid; no stale action of any kind,
 // not even a former holder's forwarding clean-up; and after the run etcd
 // holds each address for the node the provider has it on, at an epoch no
-// lower than any the provider applied.
+// lower than any the provider applied; every call a node made carried, as
+// its token, the etcd revision at which etcd wrote the record it acted at.
 func TestCaptureEtcdLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the capture test")
@@ -59,6 +60,16 @@ func TestCaptureEtcdLine(t *testing.T) {
 	if recs := line.Fields["records"].(map[string]string); len(recs) != 4 {
 		t.Errorf("etcd holds %d records, want one per address (4): %v", len(recs), recs)
 	}
+	// Every call a node made carried the revision of the record it
+	// confirmed in etcd, and each was read back from etcd.
+	tok, ok := cs["line-token"]
+	if !ok {
+		t.Fatal("no line-token checker in the results")
+	}
+	if n, _ := tok.Fields["node_mutations"].(int); n == 0 || tok.Fields["tokened"] != n || tok.Fields["checked"] != n || tok.Fields["mismatches"] != 0 || tok.Fields["regressions"] != 0 {
+		t.Errorf("line tokens: %v node mutations, %v carried a revision, %v checked against etcd, %v mismatches, %v going down; want all of >0 carried and checked, none wrong",
+			tok.Fields["node_mutations"], tok.Fields["tokened"], tok.Fields["checked"], tok.Fields["mismatches"], tok.Fields["regressions"])
+	}
 	// The nodes were configured for the line, each through its own
 	// proxies to the three members.
 	cfg, err := os.ReadFile(filepath.Join(out.Dir, "n1.yaml"))
@@ -81,8 +92,8 @@ func TestCaptureEtcdLine(t *testing.T) {
 	if members == 0 {
 		t.Errorf("no fault of the run named an etcd member")
 	}
-	t.Logf("etcd line: %v failovers, median %vs; %d faults named members; records %v", cs["failover"].Fields["failovers"],
-		cs["failover"].Fields["median_s"], members, line.Fields["records"])
+	t.Logf("etcd line: %v failovers, median %vs; %d faults named members; records %v; line tokens %v of %v node mutations, %v checked", cs["failover"].Fields["failovers"],
+		cs["failover"].Fields["median_s"], members, line.Fields["records"], tok.Fields["tokened"], tok.Fields["node_mutations"], tok.Fields["checked"])
 }
 
 // The etcd-line checker compares etcd's records with the provider: a

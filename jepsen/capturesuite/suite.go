@@ -286,6 +286,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 	}
 	if line != nil {
 		checks["etcd-line"] = etcdAgrees(col)
+		checks["line-token"] = lineTokens(col)
 	}
 	test := harness.Test{
 		Name:        "capture",
@@ -577,6 +578,7 @@ func collect(ctx context.Context, c *cluster, col *collected, dir string) error 
 				return err
 			}
 		}
+		col.tokens = c.line.readTokens(ctx, col.mutations)
 	}
 	if !col.converged && lastErr != nil {
 		col.err = lastErr

@@ -51,6 +51,10 @@ const (
 	HeaderEpoch          = "X-Ipfence-Epoch"
 	HeaderIdempotencyKey = "X-Ipfence-Idempotency-Key"
 	HeaderAddress        = "X-Ipfence-Address"
+	// HeaderLineRevision carries the etcd revision of the epoch record
+	// the node confirmed before the call (provider.Request.LineRevision),
+	// a list as HeaderEpoch for a batch; absent off the etcd line.
+	HeaderLineRevision = "X-Ipfence-Line-Revision"
 )
 
 // Options configure a driver.
@@ -213,6 +217,9 @@ func mutation(req provider.Request) func(*ec2.Options) {
 		if req.Address.IsValid() {
 			eo.APIOptions = append(eo.APIOptions, smithyhttp.SetHeaderValue(HeaderAddress, req.Address.String()))
 		}
+		if rev := provider.LineRevisions(req); rev != "" {
+			eo.APIOptions = append(eo.APIOptions, smithyhttp.SetHeaderValue(HeaderLineRevision, rev))
+		}
 	}
 }
 
@@ -298,11 +305,15 @@ func batchStamp(reqs []provider.Request) func(*ec2.Options) {
 		epochs[i] = strconv.FormatUint(uint64(r.Epoch), 10)
 		keys[i] = r.IdempotencyKey
 	}
+	revs := provider.LineRevisions(reqs...)
 	return func(eo *ec2.Options) {
 		eo.RetryMaxAttempts = 1
 		eo.APIOptions = append(eo.APIOptions, readyCheck,
 			smithyhttp.SetHeaderValue(HeaderEpoch, strings.Join(epochs, ",")),
 			smithyhttp.SetHeaderValue(HeaderIdempotencyKey, strings.Join(keys, ",")))
+		if revs != "" {
+			eo.APIOptions = append(eo.APIOptions, smithyhttp.SetHeaderValue(HeaderLineRevision, revs))
+		}
 	}
 }
 

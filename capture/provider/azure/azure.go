@@ -96,6 +96,11 @@ const (
 	// actions, in the order of the epochs and keys of HeaderEpoch and
 	// HeaderIdempotencyKey.
 	HeaderAddresses = "X-Ipfence-Addresses"
+	// HeaderLineRevision carries the etcd revision of the epoch record
+	// the node confirmed before the call (provider.Request.LineRevision),
+	// a list as HeaderEpoch for several actions; absent off the etcd
+	// line.
+	HeaderLineRevision = "X-Ipfence-Line-Revision"
 )
 
 // ErrConflict: the NIC changed since the driver read it, in a way that
@@ -373,6 +378,9 @@ func (d *Driver) put(ctx context.Context, reqs []provider.Request, n *armnetwork
 		h.Set(HeaderAddresses, strings.Join(addrs, ","))
 		h.Set(HeaderEpoch, strings.Join(epochs, ","))
 		h.Set(HeaderIdempotencyKey, strings.Join(keys, ","))
+	}
+	if revs := provider.LineRevisions(reqs...); revs != "" {
+		h.Set(HeaderLineRevision, revs)
 	}
 	wctx := policy.WithHTTPHeader(ctx, h)
 	wctx = policy.WithRetryOptions(wctx, policy.RetryOptions{MaxRetries: -1})

@@ -310,7 +310,7 @@ func (p *Provider) apply(m pending, at time.Time) {
 	n := p.nics[m.req.NIC]
 	rec := provider.Mutation{
 		Time: at, Call: m.call, NIC: m.req.NIC, Address: m.req.Address,
-		Epoch: m.req.Epoch, IdempotencyKey: m.req.IdempotencyKey,
+		Epoch: m.req.Epoch, IdempotencyKey: m.req.IdempotencyKey, LineRevision: m.req.LineRevision,
 	}
 	switch m.call {
 	case capture.Assign:

@@ -50,6 +50,7 @@ type Queued struct {
 	Address        netip.Addr    `json:"address"`
 	Epoch          capture.Epoch `json:"epoch"`
 	IdempotencyKey string        `json:"idempotencyKey"`
+	LineRevision   int64         `json:"lineRevision,omitempty"`
 	// Reassign is the assign's permission to move the address from
 	// another NIC; false for every other call.
 	Reassign bool `json:"reassign"`
@@ -103,7 +104,7 @@ func (p *Provider) queued() []Queued {
 	for i, m := range p.queue {
 		out[i] = Queued{
 			At: m.at, Call: m.call, NIC: m.req.NIC, Address: m.req.Address,
-			Epoch: m.req.Epoch, IdempotencyKey: m.req.IdempotencyKey, Reassign: m.reassign,
+			Epoch: m.req.Epoch, IdempotencyKey: m.req.IdempotencyKey, LineRevision: m.req.LineRevision, Reassign: m.reassign,
 		}
 	}
 	return out
@@ -174,7 +175,7 @@ func Restore(o Options, s Snapshot) (*Provider, error) {
 		}
 		p.queue = append(p.queue, pending{
 			at: q.At, call: q.Call, reassign: q.Reassign,
-			req: provider.Request{NIC: q.NIC, Address: q.Address, Epoch: q.Epoch, IdempotencyKey: q.IdempotencyKey},
+			req: provider.Request{NIC: q.NIC, Address: q.Address, Epoch: q.Epoch, IdempotencyKey: q.IdempotencyKey, LineRevision: q.LineRevision},
 		})
 	}
 	for i, m := range s.Mutations {

@@ -82,6 +82,10 @@ const (
 	HeaderEpoch          = "X-Ipfence-Epoch"
 	HeaderIdempotencyKey = "X-Ipfence-Idempotency-Key"
 	HeaderAddress        = "X-Ipfence-Address"
+	// HeaderLineRevision carries the etcd revision of the epoch record
+	// the node confirmed before the call (provider.Request.LineRevision);
+	// absent off the etcd line.
+	HeaderLineRevision = "X-Ipfence-Line-Revision"
 )
 
 // ErrChanged is the cloud's refusal of a conditional write (412
@@ -320,6 +324,9 @@ func (d dispatcher) send(r *http.Request) (*http.Response, error) {
 		r.Header.Set(HeaderIdempotencyKey, st.req.IdempotencyKey)
 		if st.withAddr && st.req.Address.IsValid() {
 			r.Header.Set(HeaderAddress, st.req.Address.String())
+		}
+		if rev := provider.LineRevisions(st.req); rev != "" {
+			r.Header.Set(HeaderLineRevision, rev)
 		}
 		if err := gate.Ready(r.Context()); err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/provider"
 )
 
 // APIVersion is the EC2 API version the simulator speaks; a request must
@@ -40,6 +41,11 @@ const (
 	// recorded as the forwarding mutation's (informational) address, as
 	// provider.Request.Address is. Other actions ignore it.
 	HeaderAddress = "X-Ipfence-Address"
+	// HeaderLineRevision carries the etcd revision of the epoch record
+	// the node confirmed before the call (its fencing token on the etcd
+	// epoch line), positive and in decimal, or a comma-separated list of
+	// them as HeaderEpoch does. Absent off the etcd line.
+	HeaderLineRevision = "X-Ipfence-Line-Revision"
 )
 
 // maxIdempotencyKey bounds the header's length: the state file and the
@@ -458,6 +464,16 @@ func decodeStamp(h http.Header) (stamp, *apiError) {
 			st.keys = append(st.keys, v)
 		}
 	}
+	if vs, ok := h[HeaderLineRevision]; ok {
+		if len(vs) != 1 {
+			return st, errInvalid(HeaderLineRevision, strings.Join(vs, ","), "Send the header once.")
+		}
+		revs, err := provider.ParseLineRevisions(vs[0])
+		if err != nil {
+			return st, errInvalid(HeaderLineRevision, vs[0], "It must be a positive decimal etcd revision, or a comma-separated list of them.")
+		}
+		st.rev, st.revs = revs[0], revs
+	}
 	if vs, ok := h[HeaderAddress]; ok {
 		if len(vs) != 1 {
 			return st, errInvalid(HeaderAddress, strings.Join(vs, ","), "Send the header once.")
@@ -698,6 +714,12 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, id string, q query
 	}
 	if q.dryRun {
 		return errDryRun
+	}
+	if n := len(q.addrs); (q.action == actAssign || q.action == actUnassign) && len(st.revs) > 1 && len(st.revs) != n {
+		return errInvalid(HeaderLineRevision, fmt.Sprintf("%d revisions", len(st.revs)), fmt.Sprintf("Give one revision, or one per address (%d).", n))
+	}
+	if q.action != actAssign && q.action != actUnassign && len(st.revs) > 1 {
+		return errInvalid(HeaderLineRevision, "a list", "Only calls naming several addresses take lists.")
 	}
 	if n := len(q.addrs); (q.action == actAssign || q.action == actUnassign) && ((len(st.epochs) > 1 && len(st.epochs) != n) || (len(st.keys) > 1 && len(st.keys) != n)) {
 		return errInvalid(HeaderEpoch, fmt.Sprintf("%d epochs, %d keys", len(st.epochs), len(st.keys)), fmt.Sprintf("Give one epoch and one key, or one of each per address (%d).", n))

@@ -268,22 +268,29 @@ type stamp struct {
 	// address (HeaderEpoch); a single value applies to every address.
 	epochs []capture.Epoch
 	keys   []string
+	// rev and revs are the etcd line revision (HeaderLineRevision), one
+	// or one per address as epochs; zero when none was sent.
+	rev  int64
+	revs []int64
 }
 
 // at is the stamp of a call's i-th address.
 func (st stamp) at(i int) stamp {
-	one := stamp{epoch: st.epoch, key: st.key, addr: st.addr}
+	one := stamp{epoch: st.epoch, key: st.key, addr: st.addr, rev: st.rev}
 	if len(st.epochs) > 1 && i < len(st.epochs) {
 		one.epoch = st.epochs[i]
 	}
 	if len(st.keys) > 1 && i < len(st.keys) {
 		one.key = st.keys[i]
 	}
+	if len(st.revs) > 1 && i < len(st.revs) {
+		one.rev = st.revs[i]
+	}
 	return one
 }
 
 func (m *model) request(nic string, a netip.Addr, st stamp) provider.Request {
-	return provider.Request{NIC: nic, Address: a, Epoch: st.epoch, IdempotencyKey: st.key}
+	return provider.Request{NIC: nic, Address: a, Epoch: st.epoch, IdempotencyKey: st.key, LineRevision: st.rev}
 }
 
 // usable reports why a is not an address a NIC of the subnet may carry.

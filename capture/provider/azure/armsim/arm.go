@@ -31,6 +31,11 @@ const (
 	// comma-separated values, the i-th address's mutation recorded with
 	// the i-th of each.
 	HeaderAddresses = "X-Ipfence-Addresses"
+	// HeaderLineRevision carries the etcd revision of the epoch record
+	// the node confirmed before the PUT (its fencing token on the etcd
+	// epoch line), positive and in decimal, or with HeaderAddresses one
+	// per address; absent off the etcd line.
+	HeaderLineRevision = ec2sim.HeaderLineRevision
 )
 
 // maxBody bounds a PUT's body; a NIC with a few hundred ipConfigurations
@@ -489,6 +494,9 @@ type stamp struct {
 	epoch capture.Epoch
 	key   string
 	addr  netip.Addr
+	// rev is the etcd line revision (HeaderLineRevision); zero when none
+	// was sent.
+	rev int64
 	// each holds the tokens of a PUT with HeaderAddresses.
 	each map[netip.Addr]stamp
 }
@@ -513,10 +521,27 @@ func decodeStamp(h http.Header) (stamp, *armError) {
 		}
 		return vs[0], true, nil
 	}
+	rev, ok, err := one(HeaderLineRevision)
+	if err != nil {
+		return st, err
+	}
+	var revs []int64
+	if ok {
+		var perr error
+		if revs, perr = provider.ParseLineRevisions(rev); perr != nil {
+			return st, errBadRequest("InvalidRequestFormat", fmt.Sprintf("%s: %q is not a positive decimal etcd revision, or a comma-separated list of them.", HeaderLineRevision, clip(rev)))
+		}
+	}
 	if v, ok, err := one(HeaderAddresses); err != nil {
 		return st, err
 	} else if ok {
-		return decodeStamps(h, v)
+		return decodeStamps(h, v, revs)
+	}
+	if len(revs) > 1 {
+		return st, errBadRequest("InvalidRequestFormat", fmt.Sprintf("%s: a list, and only a PUT with %s takes lists.", HeaderLineRevision, HeaderAddresses))
+	}
+	if len(revs) == 1 {
+		st.rev = revs[0]
 	}
 	if v, ok, err := one(HeaderEpoch); err != nil {
 		return st, err
@@ -548,7 +573,8 @@ func decodeStamp(h http.Header) (stamp, *armError) {
 }
 
 // decodeStamps reads the lists of a PUT carrying several actions.
-func decodeStamps(h http.Header, addrs string) (stamp, *armError) {
+// revs are HeaderLineRevision's values: none, or one per address.
+func decodeStamps(h http.Header, addrs string, revs []int64) (stamp, *armError) {
 	bad := func(msg string) (stamp, *armError) { return stamp{}, errBadRequest("InvalidRequestFormat", msg) }
 	as := strings.Split(addrs, ",")
 	var epochs, keys []string
@@ -560,6 +586,9 @@ func decodeStamps(h http.Header, addrs string) (stamp, *armError) {
 	}
 	if len(epochs) != len(as) || len(keys) != len(as) {
 		return bad(fmt.Sprintf("%s names %d addresses: send as many epochs in %s and keys in %s, once each.", HeaderAddresses, len(as), HeaderEpoch, HeaderIdempotencyKey))
+	}
+	if len(revs) > 0 && len(revs) != len(as) {
+		return bad(fmt.Sprintf("%s names %d addresses: send as many revisions in %s, or none.", HeaderAddresses, len(as), HeaderLineRevision))
 	}
 	st := stamp{each: make(map[netip.Addr]stamp, len(as))}
 	for i, v := range as {
@@ -578,6 +607,11 @@ func decodeStamps(h http.Header, addrs string) (stamp, *armError) {
 			return bad(fmt.Sprintf("%s: longer than %d bytes.", HeaderIdempotencyKey, maxKey))
 		}
 		st.each[a] = stamp{epoch: capture.Epoch(n), key: keys[i], addr: a}
+		if len(revs) > 0 {
+			one := st.each[a]
+			one.rev = revs[i]
+			st.each[a] = one
+		}
 	}
 	return st, nil
 }
@@ -688,7 +722,7 @@ func (s *Server) applyLocked(n *nic, want wanted, st stamp) bool {
 	changed := false
 	req := func(a netip.Addr) provider.Request {
 		one := st.of(a)
-		return provider.Request{NIC: n.name, Address: a, Epoch: one.epoch, IdempotencyKey: one.key}
+		return provider.Request{NIC: n.name, Address: a, Epoch: one.epoch, IdempotencyKey: one.key, LineRevision: one.rev}
 	}
 	for _, a := range n.sortedSecondary() {
 		if _, keep := want.secondary[a]; keep {

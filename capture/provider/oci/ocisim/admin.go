@@ -21,6 +21,7 @@ type mutationJSON struct {
 	Address        string        `json:"address"`
 	Epoch          capture.Epoch `json:"epoch"`
 	IdempotencyKey string        `json:"idempotencyKey"`
+	LineRevision   int64         `json:"lineRevision,omitempty"`
 	From           string        `json:"from"`
 	Enabled        bool          `json:"enabled"`
 }
@@ -71,7 +72,7 @@ func (s *Server) adminRoutes() {
 		for i, m := range ms {
 			out[i] = mutationJSON{
 				Time: m.Time.UTC().Format(time.RFC3339Nano), Mono: clk.Of(m.Time), Call: m.Call, NIC: m.NIC,
-				Epoch: m.Epoch, IdempotencyKey: m.IdempotencyKey, From: m.From, Enabled: m.Enabled,
+				Epoch: m.Epoch, IdempotencyKey: m.IdempotencyKey, LineRevision: m.LineRevision, From: m.From, Enabled: m.Enabled,
 			}
 			if m.Address.IsValid() {
 				out[i].Address = m.Address.String()

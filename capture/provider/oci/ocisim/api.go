@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfence/ipfence/capture"
+	"github.com/ipfence/ipfence/capture/provider"
 	"github.com/ipfence/ipfence/capture/provider/epochtag"
 )
 
@@ -296,6 +297,19 @@ func parseStamp(h http.Header) (stamp, *apiError) {
 	st.key = h.Get(HeaderIdempotencyKey)
 	if len(st.key) > maxIdempotencyKey {
 		return st, errInvalid("header %s: longer than %d bytes", HeaderIdempotencyKey, maxIdempotencyKey)
+	}
+	if vs, ok := h[HeaderLineRevision]; ok {
+		// Once, one positive revision: a repeated or malformed token is
+		// the caller's bug, and recording the call under no token (or
+		// under one of two) would hide it from the checker.
+		if len(vs) != 1 {
+			return st, errInvalid("header %s: send the header once", HeaderLineRevision)
+		}
+		revs, err := provider.ParseLineRevisions(vs[0])
+		if err != nil || len(revs) != 1 {
+			return st, errInvalid("header %s: %q is not a positive decimal etcd revision", HeaderLineRevision, clip(vs[0]))
+		}
+		st.rev = revs[0]
 	}
 	if v := h.Get(HeaderAddress); v != "" {
 		a, err := netip.ParseAddr(v)

@@ -95,6 +95,10 @@ const (
 	// OCI's call does not name: the forwarding mutation's (informational)
 	// address.
 	HeaderAddress = "X-Ipfence-Address"
+	// HeaderLineRevision carries the etcd revision of the epoch record
+	// the node confirmed before the call (its fencing token on the etcd
+	// epoch line), positive and in decimal; absent off the etcd line.
+	HeaderLineRevision = "X-Ipfence-Line-Revision"
 )
 
 // BasePath is the API version prefix of every OCI Networking path.
@@ -597,7 +601,7 @@ func (s *Server) StaleRefused() uint64 {
 
 // request is the provider.Request a mutation is recorded with.
 func request(vnic string, a netip.Addr, st stamp) provider.Request {
-	return provider.Request{NIC: vnic, Address: a, Epoch: st.epoch, IdempotencyKey: st.key}
+	return provider.Request{NIC: vnic, Address: a, Epoch: st.epoch, IdempotencyKey: st.key, LineRevision: st.rev}
 }
 
 // stamp is the fencing token a call carries in the ipfence headers.
@@ -605,4 +609,7 @@ type stamp struct {
 	epoch capture.Epoch
 	key   string
 	addr  netip.Addr
+	// rev is the etcd line revision (HeaderLineRevision); zero when none
+	// was sent.
+	rev int64
 }
