@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +22,17 @@ import (
 // onpremEtcdEpisodeBound bounds one two-responder episode on the etcd
 // line. The new master captures once it has moved the record in etcd; the
 // master cut off from etcd's majority stops answering once its session
-// has lapsed (at most session_ttl after the last renewal it sent) and its
-// next pass has released (reconcile_interval); a second more covers the
-// observer's rounds and a loaded machine. On the federation line the same
-// episode lasts as long as the partition.
-var onpremEtcdEpisodeBound = mustDuration(etcdSessionTTL) + reconcileInterval + time.Second
+// has lapsed (at most session_ttl after the last renewal it sent, which
+// was before the cut) and its next pass has released
+// (reconcile_interval); half a second more covers the observer's rounds
+// and a loaded machine. Measured: 1.8 s to 2.35 s (two cores, load
+// about 2). On the federation line the same episode lasts until the heal:
+// 3.4 s to 3.75 s of the nemesis's 4 s partitions.
+var onpremEtcdEpisodeBound = mustDuration(etcdSessionTTL) + reconcileInterval + 500*time.Millisecond
+
+// episodeGap joins two-responder episodes split by a round or so of one
+// responder into one: the observer may miss a reply under load.
+const episodeGap = 500 * time.Millisecond
 
 func mustDuration(s string) time.Duration {
 	d, err := time.ParseDuration(s)
@@ -111,17 +118,15 @@ func TestCaptureOnPremEtcdLine(t *testing.T) {
 
 	// Every two-responder episode is short: the master cut off released.
 	eps, _ := sh.Fields["dual_responder_episodes"].([]string)
-	for _, ep := range eps {
-		d, err := episodeLength(ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d > onpremEtcdEpisodeBound {
-			t.Errorf("two responders for %v (%s): more than %v (session_ttl %s + reconcile_interval %v + 1 s)", d, ep, onpremEtcdEpisodeBound, etcdSessionTTL, reconcileInterval)
-		}
+	spans, err := joinEpisodes(eps, episodeGap)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if dual := sh.Fields["dual_responder_ms"].(int64); time.Duration(dual)*time.Millisecond > time.Duration(max(len(eps), 1))*onpremEtcdEpisodeBound {
-		t.Errorf("dual-responder time %d ms over %d episodes", dual, len(eps))
+	for _, sp := range spans {
+		if d := sp[1] - sp[0]; d > onpremEtcdEpisodeBound {
+			t.Errorf("two responders for %v from %v to %v (episodes %q): more than %v (session_ttl %s + reconcile_interval %v + 0.5 s)",
+				d, sp[0], sp[1], eps, onpremEtcdEpisodeBound, etcdSessionTTL, reconcileInterval)
+		}
 	}
 	for _, name := range []string{"convergence", "stats"} {
 		if cs[name].Valid != linear.True {
@@ -142,31 +147,40 @@ func TestCaptureOnPremEtcdLine(t *testing.T) {
 	}
 }
 
-// episodeLength reads the length of a single-holder episode, as
-// "h2+h1 from 3.45s to 5.30s".
-func episodeLength(ep string) (time.Duration, error) {
-	_, span, ok := strings.Cut(ep, " from ")
-	from, to, ok2 := strings.Cut(span, " to ")
-	if !ok || !ok2 {
-		return 0, fmt.Errorf("episode %q: not <hosts> from <start> to <end>", ep)
+// joinEpisodes reads single-holder episodes, as "h2+h1 from 3.45s to
+// 5.30s", into spans [start, end], joining those less than gap apart.
+func joinEpisodes(eps []string, gap time.Duration) ([][2]time.Duration, error) {
+	var out [][2]time.Duration
+	for _, ep := range eps {
+		_, span, ok := strings.Cut(ep, " from ")
+		from, to, ok2 := strings.Cut(span, " to ")
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("episode %q: not <hosts> from <start> to <end>", ep)
+		}
+		a, err := time.ParseDuration(from)
+		if err != nil {
+			return nil, fmt.Errorf("episode %q: %w", ep, err)
+		}
+		b, err := time.ParseDuration(to)
+		if err != nil {
+			return nil, fmt.Errorf("episode %q: %w", ep, err)
+		}
+		if n := len(out); n > 0 && a-out[n-1][1] < gap {
+			out[n-1][1] = b
+			continue
+		}
+		out = append(out, [2]time.Duration{a, b})
 	}
-	a, err := time.ParseDuration(from)
-	if err != nil {
-		return 0, fmt.Errorf("episode %q: %w", ep, err)
-	}
-	b, err := time.ParseDuration(to)
-	if err != nil {
-		return 0, fmt.Errorf("episode %q: %w", ep, err)
-	}
-	return b - a, nil
+	return out, nil
 }
 
-func TestEpisodeLength(t *testing.T) {
-	d, err := episodeLength("h2+h1 from 17.45s to 19.30s")
-	if err != nil || d != 1850*time.Millisecond {
-		t.Errorf("episodeLength = %v, %v; want 1.85s", d, err)
+func TestJoinEpisodes(t *testing.T) {
+	got, err := joinEpisodes([]string{"h1+h2 from 3.65s to 5.80s", "h1+h2 from 5.85s to 7.10s", "h2+h1 from 17.45s to 19.30s"}, episodeGap)
+	want := [][2]time.Duration{{3650 * time.Millisecond, 7100 * time.Millisecond}, {17450 * time.Millisecond, 19300 * time.Millisecond}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("joinEpisodes = %v, %v; want %v", got, err, want)
 	}
-	if _, err := episodeLength("h2+h1"); err == nil {
-		t.Error("episodeLength of no span: no error")
+	if _, err := joinEpisodes([]string{"h2+h1"}, episodeGap); err == nil {
+		t.Error("joinEpisodes of no span: no error")
 	}
 }
