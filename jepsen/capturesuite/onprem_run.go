@@ -43,7 +43,12 @@ const observeSenders = 5
 // ipfence node capturing the lab's address by proxy-ARP under
 // keepalived's authority; an observer host asks every 50 ms who answers
 // ARP for the address (the single-holder checker reads that), and clients
-// connect to the address and note whose workload answers.
+// connect to the address and note whose workload answers. With --epochs
+// etcd the pool's epoch line is in a 3-member etcd on this namespace's
+// loopback, which each node reaches through a proxy per member listening
+// on its own namespace's loopback: partitions cut those proxies as they
+// cut the hosts (nftables), pauses and kills take members too, and the
+// etcd-line checker compares etcd's record with the host answering ARP.
 func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	for _, k := range o.Nemesis {
 		if !slices.Contains(OnPremNemeses, k) {
