@@ -99,7 +99,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	unfenced := fs.Bool("unsafe-disable-fence", false, "start the nodes with the gate turned off: the planted bug the test must catch")
 	prov := fs.String("provider", "aws", "aws (the cloud simulator's EC2 dialect, the AWS driver), azure (its ARM dialect, the Azure\ndriver), oci (its OCI dialect, the OCI driver); cloud is another name for aws; or onprem\n(proxy-ARP under keepalived in an L2 lab of network namespaces; needs --net netns and root;\nnemeses: "+strings.Join(capturesuite.OnPremNemeses, ",")+")")
 	latency := fs.String("cloud-latency", simfault.LatencyNone, "the simulated cloud's own pace, whichever --provider runs: none (every call answered at\nonce unless the provider nemesis delays it) or realistic (the figures cloudsim --latency\nrealistic waits, jittered by --seed; the provider nemesis's faults add to them)")
-	epochs := fs.String("epochs", "federation", "where the nodes keep the pool's epoch line: federation (passed between the nodes)\nor etcd (a 3-member etcd started beside them, from Debian's etcd-server; the partition,\npause and kill nemeses then take members too; --net proxy and the cloud providers only)")
+	epochs := fs.String("epochs", "federation", "where the nodes keep the pool's epoch line: federation (passed between the nodes)\nor etcd (a 3-member etcd started beside them, from Debian's etcd-server; the partition,\npause and kill nemeses then take members too; the cloud providers with --net proxy, or\n--provider onprem --net netns)")
 	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -114,8 +114,8 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	if !slices.Contains(capturesuite.EpochLines, *epochs) {
 		return fail("--epochs: %q is not one of %s", *epochs, strings.Join(capturesuite.EpochLines, ", "))
 	}
-	if *epochs == "etcd" && (*prov == "onprem" || *netMode == "netns") {
-		return fail("--epochs etcd: not built for --provider onprem or --net netns yet; it runs in the cloud dialects with --net proxy")
+	if *epochs == "etcd" && *netMode == "netns" && *prov != "onprem" {
+		return fail("--epochs etcd: not built for --net netns in the cloud dialects yet; it runs there with --net proxy, and on premises with --provider onprem --net netns")
 	}
 	if err := simfault.CheckLatencyName(*latency); err != nil {
 		return fail("--cloud-latency: %v", err)
@@ -217,6 +217,11 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 		fmt.Fprintf(w, "  single holder   %-7s dual-responder time %v ms, no responder %v ms\n", valid("single-holder"),
 			get("single-holder", "dual_responder_ms"), get("single-holder", "no_responder_ms"))
 		fmt.Fprintf(w, "  convergence     %-7s one responder %.1f s after the final heal\n", valid("convergence"), get("convergence", "settled_s"))
+		if r, ok := cs["etcd-line"]; ok {
+			recs, _ := r.Fields["records"].(map[string]string)
+			fmt.Fprintf(w, "  etcd line       %-7s %d records in etcd, each naming the host that answered ARP last; last responders %v\n",
+				r.Valid, len(recs), r.Fields["last_responders"])
+		}
 		fmt.Fprintf(w, "  stats           %-7s\n", valid("stats"))
 		word := map[linear.Verdict]string{linear.True: "VALID", linear.False: "INVALID", linear.Unknown: "UNKNOWN"}[out.Verdict]
 		fmt.Fprintf(w, "\n%s  %s\n", word, out.Dir)

@@ -45,8 +45,8 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "capture", "--provider", "azure", "--cloud-latency", "", "--store", store}, `ipfence-verify test: --cloud-latency: "" is not one of none, realistic`},
 		{[]string{"test", "capture", "--provider", "onprem", "--net", "netns", "--cloud-latency", "realistic", "--store", store}, "--cloud-latency realistic: --provider onprem has no cloud simulator to pace"},
 		{[]string{"test", "capture", "--epochs", "zookeeper", "--store", store}, `ipfence-verify test: --epochs: "zookeeper" is not one of federation, etcd`},
-		{[]string{"test", "capture", "--epochs", "etcd", "--net", "netns", "--store", store}, "--epochs etcd: not built for --provider onprem or --net netns yet"},
-		{[]string{"test", "capture", "--epochs", "etcd", "--provider", "onprem", "--net", "netns", "--store", store}, "--epochs etcd: not built for --provider onprem or --net netns yet"},
+		{[]string{"test", "capture", "--epochs", "etcd", "--net", "netns", "--store", store}, "--epochs etcd: not built for --net netns in the cloud dialects yet"},
+		{[]string{"test", "capture", "--epochs", "etcd", "--provider", "azure", "--net", "netns", "--store", store}, "--epochs etcd: not built for --net netns in the cloud dialects yet"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(c.args...)

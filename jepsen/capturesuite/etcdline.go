@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -42,7 +43,10 @@ type etcdLine struct {
 }
 
 // startEtcdLine starts the members in dir and a proxy per node and member.
-func startEtcdLine(ctx context.Context, dir string, nodes []string) (l *etcdLine, err error) {
+// listen opens the listener of a proxy node dials (on premises, on the
+// loopback of node's namespace, where the node runs); nil listens on this
+// namespace's loopback.
+func startEtcdLine(ctx context.Context, dir string, nodes []string, listen func(node string) (net.Listener, error)) (l *etcdLine, err error) {
 	bin, err := etcdsuite.FindEtcd("")
 	if err != nil {
 		return nil, fmt.Errorf("--epochs etcd: %w", err)
@@ -59,7 +63,15 @@ func startEtcdLine(ctx context.Context, dir string, nodes []string) (l *etcdLine
 	}()
 	for _, n := range nodes {
 		for _, m := range members.Members() {
-			p, err := netfault.NewProxy(members.ClientAddr(m))
+			var p *netfault.Proxy
+			if listen == nil {
+				p, err = netfault.NewProxy(members.ClientAddr(m))
+			} else {
+				var ln net.Listener
+				if ln, err = listen(n); err == nil {
+					p, err = netfault.NewProxyOn(ln, members.ClientAddr(m))
+				}
+			}
 			if err != nil {
 				return l, fmt.Errorf("--epochs etcd: a proxy from %s to %s: %w", n, m, err)
 			}

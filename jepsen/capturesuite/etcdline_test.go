@@ -135,3 +135,18 @@ func TestEtcdAgrees(t *testing.T) {
 func epochRec(e uint64, holder string) capture.EpochRecord {
 	return capture.EpochRecord{Epoch: capture.Epoch(e), Holder: holder}
 }
+
+// The etcd line runs on premises in the lab and in the cloud dialects
+// through proxies; in the cloud dialects with --net netns it is refused
+// before anything starts, saying where it does run.
+func TestEtcdLineRefusedInCloudNetns(t *testing.T) {
+	store := t.TempDir()
+	_, err := Run(t.Context(), Options{Binary: "/nonexistent", Provider: "azure", Netns: true, Epochs: "etcd", Store: store})
+	if err == nil || !strings.Contains(err.Error(), "not built for --net netns in the cloud dialects yet") ||
+		!strings.Contains(err.Error(), "--provider onprem --net netns") {
+		t.Fatalf("Run(azure, netns, etcd) = %v", err)
+	}
+	if entries, _ := os.ReadDir(store); len(entries) != 0 {
+		t.Errorf("a refused run left %d entries in the store", len(entries))
+	}
+}

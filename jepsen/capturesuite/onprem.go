@@ -38,6 +38,9 @@ type onpremOptions struct {
 	// binaries running at once, or labs one after another in a process,
 	// never share a name.
 	prefix string
+	// etcdDir, when set, puts the pool's epoch line in a 3-member etcd
+	// whose members live there (see startOnPrem).
+	etcdDir string
 }
 
 // onpremSeq numbers the labs of this process.
@@ -57,6 +60,8 @@ type onprem struct {
 	kas map[string]*vrrp.Process
 	// nodes are the ipfence processes, by host.
 	nodes nemesis.Procs
+	// line is the epoch line in etcd (nil: passed between the nodes).
+	line *etcdLine
 }
 
 const (
@@ -84,6 +89,23 @@ func startOnPrem(ctx context.Context, o onpremOptions) (c *onprem, err error) {
 			c.stop()
 		}
 	}()
+	if o.etcdDir != "" {
+		// The members run on this namespace's loopback, outside the
+		// lab; each node reaches each member through a proxy that
+		// listens on the loopback of the node's namespace, so the lab's
+		// hosts carry no route out and a partition cuts a node off from
+		// a member by cutting its proxy (lineNet).
+		listen := func(h string) (ln net.Listener, err error) {
+			err = lab.Do(h, func() error {
+				ln, err = net.Listen("tcp", "127.0.0.1:0")
+				return err
+			})
+			return ln, err
+		}
+		if c.line, err = startEtcdLine(ctx, o.etcdDir, c.hosts, listen); err != nil {
+			return c, err
+		}
+	}
 	for _, h := range c.hosts {
 		if err := lab.ServeWorkload(h, workloadPort); err != nil {
 			return c, err
@@ -144,9 +166,15 @@ func (c *onprem) config(h string) string {
 		prio, _ := c.priority(m)
 		fmt.Fprintf(&b, "      - {node: %s, priority: %d, target: %s}\n", m, prio, c.lab.LANDevice())
 	}
+	if c.line != nil {
+		b.WriteString("    epoch_line: etcd\n")
+	}
 	fmt.Fprintf(&b, "approval:\n  auto: true\n  providers: [\"*\"]\n  kinds: [\"*\"]\n  cidrs: [\"%s/32\"]\n  max_per_run: 100000\n", c.lab.Address())
 	fmt.Fprintf(&b, "authority:\n  vrrp: {notify_fifo: %s, instance: %s}\n", c.fifo(h), onpremInstance)
 	fmt.Fprintf(&b, "timing:\n  reconcile_interval: %s\n  heartbeat_interval: %s\n  heartbeat_ttl: %s\n", reconcileInterval, heartbeatInterval, heartbeatTTL)
+	if c.line != nil {
+		b.WriteString(c.line.yaml(h))
+	}
 	return b.String()
 }
 
@@ -224,5 +252,8 @@ func (c *onprem) stop() {
 		_ = p.Kill()
 	}
 	c.nodes.StopAll(10 * time.Second)
+	if c.line != nil {
+		c.line.stop()
+	}
 	_ = c.lab.Close()
 }

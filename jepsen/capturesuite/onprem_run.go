@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipfence/ipfence/capture/etcdline"
 	onpremdrv "github.com/ipfence/ipfence/capture/provider/onprem"
 	"github.com/ipfence/ipfence/capture/provider/onprem/arpwatch"
 	"github.com/ipfence/ipfence/internal/monotime"
@@ -42,7 +43,12 @@ const observeSenders = 5
 // ipfence node capturing the lab's address by proxy-ARP under
 // keepalived's authority; an observer host asks every 50 ms who answers
 // ARP for the address (the single-holder checker reads that), and clients
-// connect to the address and note whose workload answers.
+// connect to the address and note whose workload answers. With --epochs
+// etcd the pool's epoch line is in a 3-member etcd on this namespace's
+// loopback, which each node reaches through a proxy per member listening
+// on its own namespace's loopback: partitions cut those proxies as they
+// cut the hosts (nftables), pauses and kills take members too, and the
+// etcd-line checker compares etcd's record with the host answering ARP.
 func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	for _, k := range o.Nemesis {
 		if !slices.Contains(OnPremNemeses, k) {
@@ -63,8 +69,12 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := startOnPrem(ctx, onpremOptions{bin: absBin, dir: dir, hosts: o.Nodes, version: 3, advert: 100 * time.Millisecond,
-		garpRepeat: 5 * time.Second, prefix: "hc"})
+	oo := onpremOptions{bin: absBin, dir: dir, hosts: o.Nodes, version: 3, advert: 100 * time.Millisecond,
+		garpRepeat: 5 * time.Second, prefix: "hc"}
+	if o.Epochs == "etcd" {
+		oo.etcdDir = filepath.Join(dir, "etcd")
+	}
+	c, err := startOnPrem(ctx, oo)
 	if err != nil {
 		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting the on-premises cluster: %w", err)
 	}
@@ -98,15 +108,26 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	}
 	defer ob.Close()
 
+	// targets are what the nemeses draw from: the hosts, and the etcd
+	// members when the epoch line is there (a member partitioned away
+	// from a host is cut off from the host's node, not from keepalived).
+	targets := c.hosts
+	var net nemesis.Net = labNet{c}
+	var procs nemesis.Processes = hostProcs{c}
+	if c.line != nil {
+		targets = append(slices.Clone(c.hosts), c.line.members.Members()...)
+		net = lineNet{nodes: c.hosts, net: net, line: c.line, mode: netfault.Drop}
+		procs = lineProcs{nodes: procs, line: c.line}
+	}
 	faults := map[string]nemesis.Fault{
-		"partition": nemesis.Partition(labNet{c}, c.hosts),
-		"pause":     nemesis.Pause(hostProcs{c}, c.hosts),
-		"kill":      nemesis.Kill(hostProcs{c}, c.hosts),
+		"partition": nemesis.Partition(net, targets),
+		"pause":     nemesis.Pause(procs, targets),
+		"kill":      nemesis.Kill(procs, targets),
 	}
 	choices := nemesis.Choices{Values: map[string]nemesis.Choose{
-		"partition": nemesis.PartitionChoice(c.hosts),
-		"pause":     nemesis.NodeChoice(c.hosts),
-		"kill":      nemesis.NodeChoice(c.hosts),
+		"partition": nemesis.PartitionChoice(targets),
+		"pause":     nemesis.NodeChoice(targets),
+		"kill":      nemesis.NodeChoice(targets),
 	}}
 	used := map[string]nemesis.Fault{}
 	for _, k := range OnPremNemeses {
@@ -118,20 +139,28 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	var report arpwatch.Report
 	var settled time.Duration
 	settledOK := false
+	var line map[string]etcdline.Record
+	var lineErr error
+	checks := map[string]checker.Checker{
+		"single-holder": checker.Func(func(context.Context, *checker.Run) checker.Result { return responders(report, c) }),
+		"convergence": checker.Func(func(context.Context, *checker.Run) checker.Result {
+			return checker.Result{Valid: verdict(settledOK), Fields: map[string]any{"settled_s": settled.Seconds(), "bound_s": convergenceBound.Seconds()}}
+		}),
+		"stats":  checker.Stats(),
+		"errors": checker.UnhandledErrors(),
+		"perf":   checker.Perf(),
+	}
+	if c.line != nil {
+		checks["etcd-line"] = checker.Func(func(context.Context, *checker.Run) checker.Result {
+			return lineAgreesOnPrem(c, report, line, lineErr)
+		})
+	}
 	test := harness.Test{
 		Name: "capture", Dir: dir, Nodes: c.hosts, Concurrency: o.Concurrency,
 		Client: &onpremClient{c: c}, Nemesis: nemesis.Compose(used),
 		Generator: onpremWorkload(o, choices),
-		Checker: withOnPremStory(rec, o.Concurrency, checker.Compose(map[string]checker.Checker{
-			"single-holder": checker.Func(func(context.Context, *checker.Run) checker.Result { return responders(report, c) }),
-			"convergence": checker.Func(func(context.Context, *checker.Run) checker.Result {
-				return checker.Result{Valid: verdict(settledOK), Fields: map[string]any{"settled_s": settled.Seconds(), "bound_s": convergenceBound.Seconds()}}
-			}),
-			"stats":  checker.Stats(),
-			"errors": checker.UnhandledErrors(),
-			"perf":   checker.Perf(),
-		})),
-		Seed: o.Seed, Command: o.Command, Progress: o.Progress, TTY: o.TTY, TimeLimit: o.TimeLimit,
+		Checker:   withOnPremStory(rec, o.Concurrency, checker.Compose(checks)),
+		Seed:      o.Seed, Command: o.Command, Progress: o.Progress, TTY: o.TTY, TimeLimit: o.TimeLimit,
 		Teardown: func(ctx context.Context, dir string) error {
 			// After the final heal one host, and only one, must answer
 			// for a second on end.
@@ -150,10 +179,59 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 			settled = time.Since(start)
 			report = ob.Report()
 			rec.report = report
+			if c.line != nil {
+				if line, lineErr = c.line.records(ctx); lineErr == nil {
+					if err := writeJSONFile(filepath.Join(dir, "etcd-records.json"), line); err != nil {
+						return err
+					}
+				}
+			}
 			return writeJSONFile(filepath.Join(dir, "responders.json"), report)
 		},
 	}
 	return harness.Run(ctx, test)
+}
+
+// lineAgreesOnPrem checks the line in etcd against the LAN after the run:
+// there is no provider's log of mutations on premises, so the LAN's last
+// word stands in for it. The address has a record in etcd at an epoch
+// above zero (the nodes kept their line there, not among themselves), and
+// the one host that answered ARP for it in the observer's last round is
+// the holder etcd names: a host answering that etcd does not name acted
+// outside the line.
+func lineAgreesOnPrem(c *onprem, r arpwatch.Report, line map[string]etcdline.Record, lineErr error) checker.Result {
+	if lineErr != nil {
+		return checker.Errorf("reading the line from etcd: %v", lineErr)
+	}
+	addr := c.lab.Address().String()
+	name := map[string]string{}
+	for _, h := range c.hosts {
+		name[c.lab.MAC(h).String()] = h
+	}
+	var last []string
+	if a, ok := r.Address(c.lab.Address()); ok {
+		for _, m := range a.Last {
+			last = append(last, name[m.String()])
+		}
+	}
+	var findings []string
+	rec, ok := line[addr]
+	switch {
+	case !ok:
+		findings = append(findings, fmt.Sprintf("%s: no record in etcd", addr))
+	case rec.Epoch == 0:
+		findings = append(findings, fmt.Sprintf("%s: etcd holds epoch 0 for %s", addr, rec.Holder))
+	case len(last) != 1:
+		findings = append(findings, fmt.Sprintf("%s: the last round had %d responders %v; etcd names %s", addr, len(last), last, rec.Holder))
+	case last[0] != rec.Holder:
+		findings = append(findings, fmt.Sprintf("%s: %s answers ARP, etcd names %s at epoch %d", addr, last[0], rec.Holder, rec.Epoch))
+	}
+	recs := map[string]string{}
+	for a, r := range line {
+		recs[a] = fmt.Sprintf("epoch %d for %s at revision %d", r.Epoch, r.Holder, r.Rev)
+	}
+	return checker.Result{Valid: verdict(len(findings) == 0), Fields: map[string]any{
+		"records": recs, "last_responders": last, "findings": findings}}
 }
 
 func verdict(ok bool) linear.Verdict {

@@ -412,10 +412,12 @@ const onpremPartitionSeed = 15
 // (three hosts, a run of limit; the generator runOnPrem uses, simulated)
 // that cut h1, the first master, off from both other hosts: only such a
 // partition leaves a majority that elects and captures a second master
-// while h1 goes on answering.
-func masterCutOff(seed uint64, limit time.Duration) []string {
+// while h1 goes on answering. extra are targets beside the hosts (the
+// etcd members of the etcd line).
+func masterCutOff(seed uint64, limit time.Duration, extra ...string) []string {
 	hosts := []string{"h1", "h2", "h3"}
-	choices := nemesis.Choices{Kinds: []string{"partition"}, Values: map[string]nemesis.Choose{"partition": nemesis.PartitionChoice(hosts)}}
+	targets := append(slices.Clone(hosts), extra...)
+	choices := nemesis.Choices{Kinds: []string{"partition"}, Values: map[string]nemesis.Choose{"partition": nemesis.PartitionChoice(targets)}}
 	g := onpremWorkload(Options{Seed: seed, TimeLimit: limit}, choices)
 	lat := func(gen.Op) time.Duration { return 20 * time.Millisecond }
 	var cut []string
@@ -423,7 +425,7 @@ func masterCutOff(seed uint64, limit time.Duration) []string {
 		if ev.Thread != gen.NemesisThread || ev.Kind != gen.Invoked || ev.F != "start-partition" {
 			continue
 		}
-		if g, err := nemesis.Grudge(hosts, ev.Value); err == nil && isolates(g, "h1", hosts) {
+		if g, err := nemesis.Grudge(targets, ev.Value); err == nil && isolates(g, "h1", hosts) {
 			cut = append(cut, fmt.Sprintf("%v at %v", g, ev.Time))
 		}
 	}

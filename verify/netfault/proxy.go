@@ -149,6 +149,19 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netfault: proxy to %s: %w", target, err)
 	}
+	return NewProxyOn(ln, target)
+}
+
+// NewProxyOn forwards every connection ln accepts to target (host:port),
+// as NewProxy does, on a listener the caller opened: one in another
+// network namespace, say, so that clients there reach a target in this
+// one through a link the proxy can cut. The proxy owns ln: Close closes
+// it.
+func NewProxyOn(ln net.Listener, target string) (*Proxy, error) {
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("netfault: proxy target %q: %w", target, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
 		target: target,

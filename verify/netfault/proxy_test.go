@@ -568,3 +568,45 @@ func TestProxyHTTPKeepAlive(t *testing.T) {
 		t.Errorf("%d dials, %d server connections; want 3 and 2", dials.Load(), serverConns.Load())
 	}
 }
+
+// A proxy on the caller's listener forwards, cuts and heals from there,
+// and closing the proxy closes that listener; a bad target closes it at
+// once.
+func TestProxyOn(t *testing.T) {
+	e := startEcho(t, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProxyOn(ln, e.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Addr() != ln.Addr().String() {
+		t.Fatalf("proxy at %s, listener at %s", p.Addr(), ln.Addr())
+	}
+	mustWork(t, dial(t, p.Addr()), "hello")
+	p.Cut(Reject)
+	mustRefuse(t, p.Addr())
+	p.Heal()
+	mustWork(t, dial(t, p.Addr()), "again")
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Fatalf("the listener at %s still accepts after Close", ln.Addr())
+	}
+
+	bad, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewProxyOn(bad, "no-port"); err == nil || !strings.Contains(err.Error(), `proxy target "no-port"`) {
+		t.Fatalf("NewProxyOn to no-port: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", bad.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Fatal("a refused listener still accepts")
+	}
+}
