@@ -605,11 +605,17 @@ func (d *Driver) elsewhere(ctx context.Context, p *core.PrivateIp, req provider.
 	return fmt.Errorf("oci: assign %s to %s: %w (%s; %s)", req.Address, req.NIC, provider.ErrAssignedElsewhere, vnicOf(p), what)
 }
 
-// hold is an assign that finds the address on its VNIC already: nothing
-// moves, but the private IP's epoch record is raised to the request's
-// epoch (a tag-only UpdatePrivateIp, if-match on the ETag just read), so
-// that the cloud refuses a move made for an older epoch by a node that has
-// not heard of this one. Without it such a move went through: in the OCI
+// hold is an assign that finds the address on its VNIC already: the
+// private IP's epoch record is raised to the request's epoch (an
+// UpdatePrivateIp, if-match on the ETag just read), so that the cloud
+// refuses a move made for an older epoch by a node that has not heard of
+// this one. The write names the VNIC too: a read may show a placement
+// late (OCI's control plane answers before a move settles; the
+// simulator's remap delay), and when the address is in fact elsewhere the
+// write moves it here, where a tag-only write would have left it there and
+// the assign reported done (the OCI capture test on the etcd line, seed 5:
+// the address's former holder then released it at the same epoch and it
+// stayed on no VNIC). Without it such a move went through: in the OCI
 // capture test (seed 5) a node one event behind its peers moved an
 // address away at epoch 34 after the holder's assign at 35 had found it
 // in place and written nothing, and the holder, its row done, never put it
@@ -626,15 +632,15 @@ func (d *Driver) hold(ctx context.Context, p *core.PrivateIp, tag string, req pr
 	if have, err := epochtag.Decode(p.FreeformTags); err == nil && have[req.Address] >= req.Epoch {
 		return written{noop: true}, nil
 	}
-	_, err = d.client.UpdatePrivateIp(sdk(change(ctx, req, false)), core.UpdatePrivateIpRequest{
+	out, err := d.client.UpdatePrivateIp(sdk(change(ctx, req, false)), core.UpdatePrivateIpRequest{
 		PrivateIpId:            p.Id,
-		UpdatePrivateIpDetails: core.UpdatePrivateIpDetails{FreeformTags: tags},
+		UpdatePrivateIpDetails: core.UpdatePrivateIpDetails{VnicId: common.String(req.NIC), FreeformTags: tags},
 		IfMatch:                common.String(tag),
 		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
 	})
 	switch status(err) {
 	case http.StatusOK:
-		return written{noop: true}, nil
+		return written{id: strOf(p.Id), tag: strOf(out.Etag)}, nil
 	case http.StatusPreconditionFailed:
 		return written{}, d.changed(ctx, req, fmt.Sprintf("hold %s on %s", req.Address, req.NIC))
 	case http.StatusNotFound:

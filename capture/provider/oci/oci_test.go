@@ -828,3 +828,43 @@ func TestAssignInPlaceRaisesTheRecord(t *testing.T) {
 		t.Fatalf("an assign in place at 2 after 3: %v, want ErrStale", err)
 	}
 }
+
+// A read may show a placement late. An assign whose read still shows the
+// address on its own VNIC, when it has in fact moved away, must not
+// report done with the address elsewhere: the write that raises the
+// record names the VNIC, and so moves the address back.
+func TestAssignInPlaceOnALateReadMovesTheAddress(t *testing.T) {
+	e := newEnv(t, []string{"vnic-a", "vnic-b"})
+	_, pemKey := testKey(t)
+	other := e.driver(t, pemKey)
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	// From now on placements show an hour late: the move to vnic-b at 2
+	// is made, and reads still show vnic-a.
+	if err := e.sim.SetFaults(ocisim.Faults{RemapDelay: ocisim.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Assign(t.Context(), req("vnic-b", 2), true); err != nil {
+		t.Fatal(err)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-a" {
+		t.Fatalf("the late read: %+v %v, want vnic-a still shown", obs, err)
+	}
+	// vnic-a's node acts at 3 and reads the address in place.
+	if err := e.drv.Assign(t.Context(), req("vnic-a", 3), true); err != nil {
+		t.Fatal(err)
+	}
+	// vnic-b's node releases at 3, as the former holder does.
+	if err := other.Unassign(t.Context(), req("vnic-b", 3)); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Flush()
+	ms := e.sim.Mutations()
+	if len(ms) != 3 || ms[2].Epoch != 3 || ms[2].NIC != "vnic-a" || ms[2].From != "vnic-b" {
+		t.Fatalf("record: %+v, want the create at 1, the move to vnic-b at 2 and the move back to vnic-a at 3", ms)
+	}
+	if obs, err := e.drv.Describe(t.Context(), ip); err != nil || obs.NIC != "vnic-a" {
+		t.Fatalf("in the end: %+v %v, want the address on vnic-a", obs, err)
+	}
+}
