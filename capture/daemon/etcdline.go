@@ -209,7 +209,11 @@ func (d *Daemon) bumpEtcd(keys []capture.Key, epochs map[capture.Key]capture.Epo
 func (d *Daemon) bumpOne(s *etcdline.Session, k capture.Key, prev etcdline.Record, next capture.EpochRecord) (etcdline.Record, error) {
 	l := d.line
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	rec, err := l.c.Bump(ctx, s.Lease, k, prev, next)
+	bump := l.c.Bump
+	if d.lockLine(k) {
+		bump = l.c.Take
+	}
+	rec, err := bump(ctx, s.Lease, k, prev, next)
 	cancel()
 	if err != nil {
 		return etcdline.Record{}, err
@@ -241,6 +245,22 @@ func (d *Daemon) lineRevision(k capture.Key, epoch capture.Epoch) (int64, bool) 
 		return r.Rev, true
 	}
 	return 0, true
+}
+
+// lockLine says whether k's line in etcd is taken only from a holder
+// whose session is gone (etcdline.Client.Take): on premises. There VRRP
+// decides who may hold, and a LAN split that leaves etcd reachable from
+// both sides makes two masters; taking the line from a live holder would
+// let both answer ARP in turn. In the cloud a move is the provider's
+// atomic reassignment and a drain must move the line while its holder
+// lives, so any node may move it.
+func (d *Daemon) lockLine(k capture.Key) bool {
+	for _, p := range d.cfg.Pools {
+		if p.Name == k.Pool {
+			return p.OnPrem()
+		}
+	}
+	return false
 }
 
 // confirmEtcd checks, against etcd now, that every record the node would

@@ -249,7 +249,7 @@ func (c *Client) guards(k capture.Key, rev int64, lease Lease) []map[string]any 
 }
 
 // conflict explains a failed transaction from its failure branch's reads
-// (the key, then the session key).
+// (the key, then the session key; a third read, Take's, is not looked at).
 func (c *Client) conflict(k capture.Key, res txnResult, want int64, lease Lease) error {
 	cur := Record{}
 	var sess *kv
@@ -257,11 +257,12 @@ func (c *Client) conflict(k capture.Key, res txnResult, want int64, lease Lease)
 		if r.ResponseRange == nil || len(r.ResponseRange.Kvs) == 0 {
 			continue
 		}
-		if i == 0 {
+		switch i {
+		case 0:
 			if rec, err := decode(r.ResponseRange.Kvs[0]); err == nil {
 				cur = rec
 			}
-		} else {
+		case 1:
 			sess = &r.ResponseRange.Kvs[0]
 		}
 	}
@@ -271,8 +272,18 @@ func (c *Client) conflict(k capture.Key, res txnResult, want int64, lease Lease)
 	case sess.Lease != strconv.FormatInt(int64(lease), 10):
 		return fmt.Errorf("%w: this node's session in etcd is under lease %s, not %d", ErrConflict, sess.Lease, lease)
 	}
+	if cur.Rev == want {
+		// The key and the session are as expected: a guard beyond them
+		// failed (Take's), or the reads raced a change back.
+		return fmt.Errorf("%w: %s is at revision %d as expected and this node's session is live", errNoConflict, k, want)
+	}
 	return fmt.Errorf("%w: %s is at revision %d (epoch %d, holder %q), not %d", ErrConflict, k, cur.Rev, cur.Epoch, cur.Holder, want)
 }
+
+// errNoConflict: a failed transaction whose failure reads show the key at
+// the expected revision and this node's session live. It wraps
+// ErrConflict, so that callers retry as for any conflict.
+var errNoConflict = fmt.Errorf("%w: not on the key or the session", ErrConflict)
 
 // failureReads are the reads of a failed transaction: the key and the
 // session key.
@@ -288,6 +299,26 @@ func (c *Client) failureReads(k capture.Key) []map[string]any {
 // revision and this node's session (lease) is live. An epoch that does not
 // rise is refused before anything is sent: the line never goes down.
 func (c *Client) Bump(ctx context.Context, lease Lease, k capture.Key, prev Record, next capture.EpochRecord) (Record, error) {
+	return c.bump(ctx, lease, k, prev, next, false)
+}
+
+// ErrHeld: Take would take the line from another node whose session in
+// etcd is still live.
+var ErrHeld = errors.New("etcd epoch line: held by a live session")
+
+// Take is Bump for a line held as a lock: besides Bump's conditions, when
+// prev names another node as holder, that node must hold no session in
+// etcd (its lease expired or was revoked), checked in the same
+// transaction. The holder itself may always move the line on. On
+// premises two hosts that both believe they are VRRP master (a LAN split
+// that leaves etcd reachable from both) would otherwise take the line
+// from each other every pass and both answer ARP; with Take the first
+// keeps it while it is alive, and the other captures nothing.
+func (c *Client) Take(ctx context.Context, lease Lease, k capture.Key, prev Record, next capture.EpochRecord) (Record, error) {
+	return c.bump(ctx, lease, k, prev, next, true)
+}
+
+func (c *Client) bump(ctx context.Context, lease Lease, k capture.Key, prev Record, next capture.EpochRecord, lock bool) (Record, error) {
 	if next.Epoch <= prev.Epoch {
 		return Record{}, fmt.Errorf("etcd epoch line: %s from epoch %d to %d does not rise", k, prev.Epoch, next.Epoch)
 	}
@@ -295,16 +326,29 @@ func (c *Client) Bump(ctx context.Context, lease Lease, k capture.Key, prev Reco
 		return Record{}, fmt.Errorf("etcd epoch line: %s: epoch %d is out of bounds", k, next.Epoch)
 	}
 	var res txnResult
+	guards, failure := c.guards(k, prev.Rev, lease), c.failureReads(k)
+	other := ""
+	if lock && prev.Holder != "" && prev.Holder != c.Node {
+		other = c.Prefix + "sessions/" + prev.Holder
+		guards = append(guards, map[string]any{"target": "VERSION", "key": b64(other), "version": "0", "result": "EQUAL"})
+		failure = append(failure, map[string]any{"request_range": map[string]any{"key": b64(other)}})
+	}
 	req := map[string]any{
-		"compare": c.guards(k, prev.Rev, lease),
+		"compare": guards,
 		"success": []map[string]any{{"request_put": map[string]any{"key": b64(c.keyOf(k)), "value": encode(next)}}},
-		"failure": c.failureReads(k),
+		"failure": failure,
 	}
 	if err := c.call(ctx, "/v3/kv/txn", req, &res); err != nil {
 		return Record{}, err
 	}
 	if !res.Succeeded {
-		return Record{}, c.conflict(k, res, prev.Rev, lease)
+		err := c.conflict(k, res, prev.Rev, lease)
+		if other != "" && len(res.Responses) == 3 && errors.Is(err, errNoConflict) {
+			if r := res.Responses[2].ResponseRange; r != nil && len(r.Kvs) > 0 {
+				return Record{}, fmt.Errorf("%w: %s: %s holds it under a live session (lease %s)", ErrHeld, k, prev.Holder, r.Kvs[0].Lease)
+			}
+		}
+		return Record{}, err
 	}
 	rev, err := strconv.ParseInt(res.Header.Revision, 10, 64)
 	if err != nil {

@@ -201,3 +201,60 @@ func TestPausedMemberIsPassedOver(t *testing.T) {
 		t.Fatalf("later reads went to the paused members again: asked %d times, want 2", n)
 	}
 }
+
+// Take moves the line only from a holder whose session is gone: another
+// node's Take while the holder's session lives fails with ErrHeld and
+// changes nothing; the holder itself moves it on; once the holder's
+// session is revoked, the other's Take succeeds.
+func TestTakeWaitsForTheHoldersSession(t *testing.T) {
+	url, _ := startEtcd(t)
+	ctx := context.Background()
+	h1 := &etcdline.Client{Endpoints: []string{url}, Prefix: "/ipfence/", Node: "h1"}
+	h2 := &etcdline.Client{Endpoints: []string{url}, Prefix: "/ipfence/", Node: "h2"}
+	s1, err := h1.Open(ctx, 5*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := h2.Open(ctx, 5*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody holds yet: h2 takes it.
+	r1, err := h2.Take(ctx, s2.Lease, key, etcdline.Record{}, capture.EpochRecord{Epoch: 1, Holder: "h2"})
+	if err != nil || r1.Holder != "h2" {
+		t.Fatalf("take of a free line: %+v %v", r1, err)
+	}
+	// h2 lives: h1 cannot take it, and the key does not move.
+	_, err = h1.Take(ctx, s1.Lease, key, r1, capture.EpochRecord{Epoch: 2, Holder: "h1"})
+	if !errors.Is(err, etcdline.ErrHeld) || !strings.Contains(err.Error(), "h2 holds it under a live session") {
+		t.Fatalf("take from a live holder: %v, want ErrHeld naming h2", err)
+	}
+	if got, err := h1.Get(ctx, key); err != nil || got != r1 {
+		t.Fatalf("after the refused take: %+v %v, want %+v", got, err, r1)
+	}
+	// Bump (the cloud's) takes it regardless: the difference is Take's.
+	if _, err := h1.Bump(ctx, s1.Lease, key, r1, capture.EpochRecord{Epoch: 2, Holder: "h1"}); err != nil {
+		t.Fatalf("bump from a live holder: %v", err)
+	}
+	r2, err := h1.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder (now h1) moves the line on to h2 itself.
+	r3, err := h1.Take(ctx, s1.Lease, key, r2, capture.EpochRecord{Epoch: 3, Holder: "h2"})
+	if err != nil || r3.Holder != "h2" || r3.Epoch != 3 {
+		t.Fatalf("the holder's own take: %+v %v", r3, err)
+	}
+	// h2 is the holder and its session goes: h1 takes it.
+	if err := h2.Close(ctx, s2); err != nil {
+		t.Fatal(err)
+	}
+	r4, err := h1.Take(ctx, s1.Lease, key, r3, capture.EpochRecord{Epoch: 4, Holder: "h1"})
+	if err != nil || r4.Holder != "h1" || r4.Epoch != 4 {
+		t.Fatalf("take once the holder's session is gone: %+v %v", r4, err)
+	}
+	// A take from a stale revision is a plain conflict, not ErrHeld.
+	if _, err := h1.Take(ctx, s1.Lease, key, r3, capture.EpochRecord{Epoch: 5, Holder: "h1"}); !errors.Is(err, etcdline.ErrConflict) || errors.Is(err, etcdline.ErrHeld) {
+		t.Fatalf("take from an old revision: %v, want ErrConflict", err)
+	}
+}
