@@ -88,7 +88,7 @@ func splitKinds(s string) []string {
 }
 
 func runTestCapture(args []string, stdout, stderr io.Writer) int {
-	fs, level := cli.FlagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--cloud-latency none|realistic] [--epochs federation|etcd] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
+	fs, level := cli.FlagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--cloud-latency none|realistic] [--epochs federation|etcd [--spare-etcd]] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
 	nodes := fs.Int("nodes", 3, "number of ipfence serve nodes, 2 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
 	nem := fs.String("nemesis", strings.Join(defaultNemeses, ","), nemesisHelp())
@@ -100,6 +100,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	prov := fs.String("provider", "aws", "aws (the cloud simulator's EC2 dialect, the AWS driver), azure (its ARM dialect, the Azure\ndriver), oci (its OCI dialect, the OCI driver); cloud is another name for aws; or onprem\n(proxy-ARP under keepalived in an L2 lab of network namespaces; needs --net netns and root;\nnemeses: "+strings.Join(capturesuite.OnPremNemeses, ",")+")")
 	latency := fs.String("cloud-latency", simfault.LatencyNone, "the simulated cloud's own pace, whichever --provider runs: none (every call answered at\nonce unless the provider nemesis delays it) or realistic (the figures cloudsim --latency\nrealistic waits, jittered by --seed; the provider nemesis's faults add to them)")
 	epochs := fs.String("epochs", "federation", "where the nodes keep the pool's epoch line: federation (passed between the nodes)\nor etcd (a 3-member etcd started beside them, from Debian's etcd-server; the partition,\npause and kill nemeses then take members too; the cloud providers with --net proxy, or\n--provider onprem --net netns)")
+	spare := fs.Bool("spare-etcd", false, "with --epochs etcd: the nemeses leave etcd's members alone (partitions cut nodes from nodes\nonly, every node keeps reaching every member): a LAN split with etcd elsewhere")
 	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -161,7 +162,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	o := capturesuite.Options{
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
 		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced, Provider: *prov,
-		CloudLatency: *latency, Epochs: *epochs,
+		CloudLatency: *latency, Epochs: *epochs, SpareEtcd: *spare,
 		Command: append([]string{"ipfence-verify", "test", "capture"}, args...), Progress: stdout, TTY: tty,
 	}
 	out, err := capturesuite.Run(ctx, o)

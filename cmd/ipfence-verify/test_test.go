@@ -47,6 +47,7 @@ func TestTestUsage(t *testing.T) {
 		{[]string{"test", "capture", "--epochs", "zookeeper", "--store", store}, `ipfence-verify test: --epochs: "zookeeper" is not one of federation, etcd`},
 		{[]string{"test", "capture", "--epochs", "etcd", "--net", "netns", "--store", store}, "--epochs etcd: not built for --net netns in the cloud dialects yet"},
 		{[]string{"test", "capture", "--epochs", "etcd", "--provider", "azure", "--net", "netns", "--store", store}, "--epochs etcd: not built for --net netns in the cloud dialects yet"},
+		{[]string{"test", "capture", "--spare-etcd", "--store", store}, `ipfence-verify test: --spare-etcd: only with --epochs etcd (the line is federation)`},
 	}
 	for _, c := range cases {
 		code, _, stderr := runCLI(c.args...)

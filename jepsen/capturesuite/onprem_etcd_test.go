@@ -205,3 +205,69 @@ func TestJoinEpisodes(t *testing.T) {
 		t.Error("joinEpisodes of no span: no error")
 	}
 }
+
+// A LAN split with etcd elsewhere (--spare-etcd): seed onpremPartitionSeed
+// isolates the master h1 from the other hosts while every host still
+// reaches every member. keepalived then makes h2 master too; on the
+// federation line both answer until the heal (TestCaptureOnPrem, 3.7 s).
+// On the etcd line h1 keeps the line while its session lives, and h2,
+// master or not, cannot take it from a live holder (etcdline's Take), so
+// it captures nothing: no second responder beyond the observer's
+// transients. Before Take the two masters took the line from each other
+// every pass and seed 3 of such runs showed 22 s of two responders.
+func TestCaptureOnPremEtcdLineLANSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 20 s on-premises capture test with etcd")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (network namespaces, proxy-ARP)")
+	}
+	testenv.Program(t, "keepalived")
+	testenv.Program(t, "nft")
+	if _, err := exec.LookPath("etcd"); err != nil {
+		testenv.Missing(t, "etcd (apt-get install etcd-server)")
+	}
+	out, err := Run(t.Context(), Options{
+		Binary: testenv.Binary(t), Provider: "onprem", Netns: true, Epochs: "etcd", SpareEtcd: true, Nemesis: []string{"partition"},
+		Seed: onpremPartitionSeed, TimeLimit: 20 * time.Second, Store: t.TempDir(),
+		Command: []string{"ipfence", "test", "capture", "--provider", "onprem", "--epochs", "etcd", "--spare-etcd"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
+	sh := cs["single-holder"]
+	t.Logf("verdict %v, %d ops; single holder %v %v; etcd line %v %v", out.Verdict, out.Ops, sh.Valid, sh.Fields, cs["etcd-line"].Valid, cs["etcd-line"].Fields)
+	hosts := []string{"h1", "h2", "h3"}
+	cut := false
+	for _, e := range out.Events {
+		if e.Process != history.Nemesis || e.Type != history.Invoke || e.F != "start-partition" {
+			continue
+		}
+		if strings.Contains(fmt.Sprint(e.Value), "e1") {
+			t.Errorf("a partition drew an etcd member: %v", e.Value)
+		}
+		if g, err := nemesis.Grudge(hosts, e.Value); err == nil && isolates(g, "h1", hosts) {
+			cut = true
+		}
+	}
+	if !cut {
+		t.Fatalf("seed %d: no partition in the history isolated h1 from the other hosts", onpremPartitionSeed)
+	}
+	eps, _ := sh.Fields["dual_responder_episodes"].([]string)
+	spans, err := joinEpisodes(eps, episodeGap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range spans {
+		if d := sp[1] - sp[0]; d > time.Second {
+			t.Errorf("two responders for %v from %v to %v (episodes %q): h2 took the line from a live holder", d, sp[0], sp[1], eps)
+		}
+	}
+	if line := cs["etcd-line"]; line.Valid != linear.True {
+		t.Errorf("etcd line %v %v", line.Valid, line.Fields)
+	}
+	if cs["convergence"].Valid != linear.True {
+		t.Errorf("convergence: %v %v", cs["convergence"].Valid, cs["convergence"].Fields)
+	}
+}

@@ -114,7 +114,7 @@ func runOnPrem(ctx context.Context, o Options) (*harness.Outcome, error) {
 	targets := c.hosts
 	var net nemesis.Net = labNet{c}
 	var procs nemesis.Processes = hostProcs{c}
-	if c.line != nil {
+	if c.line != nil && !o.SpareEtcd {
 		targets = append(slices.Clone(c.hosts), c.line.members.Members()...)
 		net = lineNet{nodes: c.hosts, net: net, line: c.line, mode: netfault.Drop}
 		procs = lineProcs{nodes: procs, line: c.line}

@@ -93,6 +93,11 @@ type Options struct {
 	// node reaching each member through a proxy; the partition, pause
 	// and kill nemeses then draw members as well as nodes).
 	Epochs string
+	// SpareEtcd keeps the etcd members of Epochs "etcd" out of the
+	// nemeses: partitions cut nodes from nodes only, every node keeps
+	// reaching every member, and no member is paused or killed (a LAN
+	// split with etcd elsewhere).
+	SpareEtcd bool
 	// Command is the command line to write beside the history.
 	Command []string
 	// Progress and TTY: where the progress goes, and whether it is a
@@ -152,6 +157,8 @@ func (o *Options) defaults() error {
 	switch {
 	case !slices.Contains(EpochLines, o.Epochs):
 		return fmt.Errorf("--epochs: %q is not one of %s", o.Epochs, strings.Join(EpochLines, ", "))
+	case o.SpareEtcd && o.Epochs != "etcd":
+		return fmt.Errorf("--spare-etcd: only with --epochs etcd (the line is %s)", o.Epochs)
 	case o.Epochs == "etcd" && o.Netns && o.Provider != "onprem":
 		return errors.New("--epochs etcd: not built for --net netns in the cloud dialects yet; it runs there with --net proxy (the harness's proxies also cut nodes off from etcd members), and on premises with --provider onprem --net netns")
 	}
@@ -244,7 +251,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 	// the nodes, and the etcd members when the epoch line is there.
 	targets := c.nodes
 	var procs nemesis.Processes = c
-	if line != nil {
+	if line != nil && !o.SpareEtcd {
 		targets = append(slices.Clone(c.nodes), line.members.Members()...)
 		net = lineNet{nodes: c.nodes, net: net, line: line, mode: netfault.Drop}
 		procs = lineProcs{nodes: c, line: line}
