@@ -184,3 +184,27 @@ func TestRemoteLeaderAndMember(t *testing.T) {
 	}
 	checkConfirmedInHistory(t, out)
 }
+
+// Every nemesis at once over SSH (partition, pause, kill, leader,
+// member): seed 7's 45 s schedule partitions, pauses, kills, moves the
+// leadership and removes a member and adds it back, each confirmed on the
+// machines; the register stays linearizable.
+func TestRemoteEveryNemesis(t *testing.T) {
+	out, cs, _ := runRemote(t, Options{Workload: "register", Nemesis: Nemeses, TimeLimit: 45 * time.Second, Seed: 7})
+	if out.Verdict != linear.True || cs["linear"].Valid != linear.True {
+		t.Fatalf("verdict %v, linear %v", out.Verdict, cs["linear"].Valid)
+	}
+	if f := cs["faults"]; f.Valid != linear.True {
+		t.Fatalf("faults checker %v %v", f.Valid, f.Fields)
+	}
+	summary, _ := cs["faults"].Fields["summary"].(string)
+	for _, kind := range []string{"partition", "pause", "kill", "move-leader", "remove-member", "add-member"} {
+		if !strings.Contains(summary, kind+" ") {
+			t.Errorf("no %s confirmed over SSH: %q", kind, summary)
+		}
+	}
+	if _, not, _ := confirmations(out.Events); len(not) != 0 {
+		t.Errorf("not confirmed: %v", not)
+	}
+	checkConfirmedInHistory(t, out)
+}
