@@ -14,10 +14,11 @@ import (
 )
 
 // The etcd test through the binary on machines reached over SSH: the SSH
-// lab's three namespaces, as a user would run it against their own.
+// lab's three namespaces, as a user would run it against their own, with
+// every nemesis.
 func TestTestEtcdNodesFileRuns(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a 15 s etcd test over SSH")
+		t.Skip("runs a 20 s etcd test over SSH")
 	}
 	if _, err := exec.LookPath("etcd"); err != nil {
 		testenv.Missing(t, "etcd (Debian package etcd-server)")
@@ -25,7 +26,7 @@ func TestTestEtcdNodesFileRuns(t *testing.T) {
 	lab := sshlab.ForTest(t, sshlab.Options{})
 	bin := binary(t)
 	work := t.TempDir()
-	run := exec.Command(bin, "test", "etcd", "--workload", "list-append", "--time-limit", "15s", "--seed", "5", "--store", "store",
+	run := exec.Command(bin, "test", "etcd", "--workload", "list-append", "--time-limit", "20s", "--seed", "7", "--nemesis", "partition,pause,kill,leader,member", "--store", "store",
 		"--nodes-file", lab.NodesFile(), "--known-hosts", lab.KnownHosts(), "--remote-dir", filepath.Join(lab.Dir(), "remote"))
 	run.Dir = work
 	out, err := run.Output()
