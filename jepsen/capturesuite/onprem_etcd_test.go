@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
 	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
 	"github.com/ipfence/ipfence/verify/nemesis"
@@ -64,28 +65,8 @@ func partitionWindows(events []history.Event) [][2]time.Duration {
 // two-responder episode ends before its partition heals. After the run
 // etcd holds the address's record, naming the host that answers ARP.
 func TestCaptureOnPremEtcdLine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a 20 s on-premises capture test with etcd")
-	}
-	if os.Geteuid() != 0 {
-		testenv.Missing(t, "root (network namespaces, proxy-ARP)")
-	}
-	testenv.Program(t, "keepalived")
-	testenv.Program(t, "nft")
-	if _, err := exec.LookPath("etcd"); err != nil {
-		testenv.Missing(t, "etcd (apt-get install etcd-server)")
-	}
-	out, err := Run(t.Context(), Options{
-		Binary: testenv.Binary(t), Provider: "onprem", Netns: true, Epochs: "etcd", Nemesis: []string{"partition"},
-		Seed: onpremPartitionSeed, TimeLimit: 20 * time.Second, Store: t.TempDir(),
-		Command: []string{"ipfence", "test", "capture", "--provider", "onprem", "--epochs", "etcd"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
+	out, cs := runOnPremEtcd(t, false)
 	sh := cs["single-holder"]
-	t.Logf("verdict %v, %d ops; single holder %v %v; etcd line %v %v", out.Verdict, out.Ops, sh.Valid, sh.Fields, cs["etcd-line"].Valid, cs["etcd-line"].Fields)
 
 	// The nodes were configured for the line, each through three
 	// endpoints on its own namespace's loopback.
@@ -216,28 +197,8 @@ func TestJoinEpisodes(t *testing.T) {
 // transients. Before Take the two masters took the line from each other
 // every pass and seed 3 of such runs showed 22 s of two responders.
 func TestCaptureOnPremEtcdLineLANSplit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a 20 s on-premises capture test with etcd")
-	}
-	if os.Geteuid() != 0 {
-		testenv.Missing(t, "root (network namespaces, proxy-ARP)")
-	}
-	testenv.Program(t, "keepalived")
-	testenv.Program(t, "nft")
-	if _, err := exec.LookPath("etcd"); err != nil {
-		testenv.Missing(t, "etcd (apt-get install etcd-server)")
-	}
-	out, err := Run(t.Context(), Options{
-		Binary: testenv.Binary(t), Provider: "onprem", Netns: true, Epochs: "etcd", SpareEtcd: true, Nemesis: []string{"partition"},
-		Seed: onpremPartitionSeed, TimeLimit: 20 * time.Second, Store: t.TempDir(),
-		Command: []string{"ipfence", "test", "capture", "--provider", "onprem", "--epochs", "etcd", "--spare-etcd"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
+	out, cs := runOnPremEtcd(t, true)
 	sh := cs["single-holder"]
-	t.Logf("verdict %v, %d ops; single holder %v %v; etcd line %v %v", out.Verdict, out.Ops, sh.Valid, sh.Fields, cs["etcd-line"].Valid, cs["etcd-line"].Fields)
 	hosts := []string{"h1", "h2", "h3"}
 	cut := false
 	for _, e := range out.Events {
@@ -270,4 +231,38 @@ func TestCaptureOnPremEtcdLineLANSplit(t *testing.T) {
 	if cs["convergence"].Valid != linear.True {
 		t.Errorf("convergence: %v %v", cs["convergence"].Valid, cs["convergence"].Fields)
 	}
+}
+
+// runOnPremEtcd runs the on-premises capture test on the etcd line for
+// 20 s under the partitions of seed onpremPartitionSeed (spare: with
+// --spare-etcd), skipping, or failing under CI=true, without root,
+// keepalived, nft or etcd.
+func runOnPremEtcd(t *testing.T, spare bool) (*harness.Outcome, map[string]checker.Result) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a 20 s on-premises capture test with etcd")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (network namespaces, proxy-ARP)")
+	}
+	testenv.Program(t, "keepalived")
+	testenv.Program(t, "nft")
+	if _, err := exec.LookPath("etcd"); err != nil {
+		testenv.Missing(t, "etcd (apt-get install etcd-server)")
+	}
+	cmd := []string{"ipfence", "test", "capture", "--provider", "onprem", "--epochs", "etcd"}
+	if spare {
+		cmd = append(cmd, "--spare-etcd")
+	}
+	out, err := Run(t.Context(), Options{
+		Binary: testenv.Binary(t), Provider: "onprem", Netns: true, Epochs: "etcd", SpareEtcd: spare, Nemesis: []string{"partition"},
+		Seed: onpremPartitionSeed, TimeLimit: 20 * time.Second, Store: t.TempDir(), Command: cmd,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := out.Results.Fields["checkers"].(map[string]checker.Result)
+	sh := cs["single-holder"]
+	t.Logf("verdict %v, %d ops; single holder %v %v; etcd line %v %v", out.Verdict, out.Ops, sh.Valid, sh.Fields, cs["etcd-line"].Valid, cs["etcd-line"].Fields)
+	return out, cs
 }

@@ -721,11 +721,9 @@ func (d *Driver) assign(ctx context.Context, name string, reqs []provider.Reques
 				// that has not heard of this epoch could move the address
 				// away with an older one (see hold in the OCI driver).
 				switch {
-				case !d.walled() || r.Epoch <= rec[r.Address]:
-					if d.walled() && rec.Stale(r.Address, r.Epoch) {
-						stale = append(stale, r)
-					}
-				default:
+				case d.walled() && rec.Stale(r.Address, r.Epoch):
+					stale = append(stale, r)
+				case d.walled() && r.Epoch > rec[r.Address]:
 					todo = append(todo, r)
 				}
 				continue

@@ -538,10 +538,10 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 		tag = ""
 	}
 	from := vnicOf(p)
-	if from == req.NIC && tag != "" {
-		return d.hold(ctx, p, tag, req)
-	}
-	if from != req.NIC && (!reassign || boolOf(p.IsPrimary)) {
+	switch {
+	case from == req.NIC && tag != "" && d.inPlace(p, req):
+		return written{noop: true}, nil
+	case from != req.NIC && (!reassign || boolOf(p.IsPrimary)):
 		return written{}, d.elsewhere(ctx, p, req)
 	}
 	// The move is conditional on the ETag of a read of the object itself.
@@ -553,13 +553,15 @@ func (d *Driver) assign(ctx context.Context, req provider.Request, reassign bool
 			// Released between the list and the read: free, as below.
 			return d.recreate(ctx, req)
 		}
-		if from = vnicOf(p); from == req.NIC {
-			return d.hold(ctx, p, tag, req)
-		}
-		if !reassign || boolOf(p.IsPrimary) {
+		switch from = vnicOf(p); {
+		case from == req.NIC && d.inPlace(p, req):
+			return written{noop: true}, nil
+		case from != req.NIC && (!reassign || boolOf(p.IsPrimary)):
 			return written{}, d.elsewhere(ctx, p, req)
 		}
 	}
+	// From here on the write is a move, or, for an address read on its
+	// VNIC already, the same write raising the epoch record (see inPlace).
 	tags, err := d.record(p, req, "move")
 	if errors.Is(err, provider.ErrStale) {
 		// A move to a VNIC that does not exist is refused for that
@@ -605,48 +607,25 @@ func (d *Driver) elsewhere(ctx context.Context, p *core.PrivateIp, req provider.
 	return fmt.Errorf("oci: assign %s to %s: %w (%s; %s)", req.Address, req.NIC, provider.ErrAssignedElsewhere, vnicOf(p), what)
 }
 
-// hold is an assign that finds the address on its VNIC already: the
-// private IP's epoch record is raised to the request's epoch (an
-// UpdatePrivateIp, if-match on the ETag just read), so that the cloud
-// refuses a move made for an older epoch by a node that has not heard of
-// this one. The write names the VNIC too: a read may show a placement
-// late (OCI's control plane answers before a move settles; the
-// simulator's remap delay), and when the address is in fact elsewhere the
-// write moves it here, where a tag-only write would have left it there and
-// the assign reported done (the OCI capture test on the etcd line, seed 5:
-// the address's former holder then released it at the same epoch and it
-// stayed on no VNIC). Without it such a move went through: in the OCI
-// capture test (seed 5) a node one event behind its peers moved an
-// address away at epoch 34 after the holder's assign at 35 had found it
-// in place and written nothing, and the holder, its row done, never put it
-// back. An action older than the record fails with provider.ErrStale, as a
-// move would.
-func (d *Driver) hold(ctx context.Context, p *core.PrivateIp, tag string, req provider.Request) (written, error) {
+// inPlace says whether an assign that reads the address on its own VNIC
+// has nothing to write: a call outside the journal (epoch 0), no epoch
+// record kept, a primary private IP, or the record already at the
+// request's epoch. Otherwise the assign still makes the move's write (an
+// UpdatePrivateIp naming the VNIC, if-match on the ETag just read): it
+// raises the record, so that the cloud refuses a move made for an older
+// epoch by a node that has not heard of this one (the OCI capture test,
+// seed 5: a node one event behind moved an address away at epoch 34 after
+// the holder's assign at 35 had found it in place and written nothing, and
+// the holder, its row done, never put it back); and since a read may show
+// a placement late (the simulator's remap delay), an address in fact
+// elsewhere is moved here rather than left there with the assign reported
+// done. A record above the epoch makes the write fail with ErrStale.
+func (d *Driver) inPlace(p *core.PrivateIp, req provider.Request) bool {
 	if req.Epoch == 0 || !epochtag.Enforced || d.opts.IgnoreEpochRecord || boolOf(p.IsPrimary) {
-		return written{noop: true}, nil
+		return true
 	}
-	tags, err := d.record(p, req, "hold")
-	if err != nil {
-		return written{}, err
-	}
-	if have, err := epochtag.Decode(p.FreeformTags); err == nil && have[req.Address] >= req.Epoch {
-		return written{noop: true}, nil
-	}
-	out, err := d.client.UpdatePrivateIp(sdk(change(ctx, req, false)), core.UpdatePrivateIpRequest{
-		PrivateIpId:            p.Id,
-		UpdatePrivateIpDetails: core.UpdatePrivateIpDetails{VnicId: common.String(req.NIC), FreeformTags: tags},
-		IfMatch:                common.String(tag),
-		RequestMetadata:        common.RequestMetadata{RetryPolicy: &d.once},
-	})
-	switch status(err) {
-	case http.StatusOK:
-		return written{id: strOf(p.Id), tag: strOf(out.Etag)}, nil
-	case http.StatusPreconditionFailed:
-		return written{}, d.changed(ctx, req, fmt.Sprintf("hold %s on %s", req.Address, req.NIC))
-	case http.StatusNotFound:
-		return d.recreate(ctx, req)
-	}
-	return written{}, mapError(ctx, "UpdatePrivateIp", err)
+	rec, err := epochtag.Decode(p.FreeformTags)
+	return err == nil && rec[req.Address] == req.Epoch
 }
 
 // recreate makes the address on the VNIC after its private IP was deleted
