@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -9,13 +10,16 @@ import (
 	"strings"
 
 	"github.com/ipfence/ipfence/internal/cli"
+	"github.com/ipfence/ipfence/verify/regsim"
 	"github.com/ipfence/ipfence/verify/txnsim"
 )
 
 func runSim(args []string, stdout, stderr io.Writer) int {
 	fs, level := cli.FlagSet("sim", "sim --db DB --workload W [--ops N] [--concurrency C] [--keys K] [--seed S] [--out FILE]", stderr)
-	db := fs.String("db", "", "simulated database: "+strings.Join(txnsim.DBs, ", "))
-	workload := fs.String("workload", "list-append", "workload: "+strings.Join(txnsim.Workloads, ", "))
+	db := fs.String("db", "", "simulated database: "+strings.Join(txnsim.DBs, ", ")+
+		"\n(with --workload cas-register: serializable, a linearizable store, or prefix, one with stale reads)")
+	workload := fs.String("workload", "list-append", "workload: "+strings.Join(txnsim.Workloads, ", ")+
+		", or cas-register (independent compare-and-set registers, one per key)")
 	ops := fs.Int("ops", 1000, "number of transactions")
 	conc := fs.Int("concurrency", txnsim.DefaultConcurrency, "transactions running at once")
 	keys := fs.Int("keys", txnsim.DefaultKeys, "active keys at a time")
@@ -28,10 +32,6 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "ipfence-verify sim: "+format+"\n", a...)
-		return cli.ExitError
-	}
 	bad := func(format string, a ...any) int { return cli.UsageError(stderr, "sim", format, a...) }
 	if len(pos) > 0 {
 		return bad("unexpected argument %q: sim takes flags only", pos[0])
@@ -42,8 +42,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if !slices.Contains(txnsim.DBs, *db) {
 		return bad("--db: %q is not a simulated database; valid: %s", *db, strings.Join(txnsim.DBs, ", "))
 	}
-	if !slices.Contains(txnsim.Workloads, *workload) {
-		return bad("--workload: %q is not a workload; valid: %s", *workload, strings.Join(txnsim.Workloads, ", "))
+	if !slices.Contains(txnsim.Workloads, *workload) && *workload != casRegister {
+		return bad("--workload: %q is not a workload; valid: %s, %s", *workload, strings.Join(txnsim.Workloads, ", "), casRegister)
 	}
 	if *ops < 0 {
 		return bad("--ops: %d is negative", *ops)
@@ -62,6 +62,21 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if *infoRate < 0 || *infoRate > 1 || *infoRate != *infoRate {
 		return bad("--info-rate: %v is out of range; valid: 0 to 1", *infoRate)
 	}
+	if *workload == casRegister {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"max-txn-length", "max-writes-per-key"} {
+			if set[name] {
+				return bad("--%s: --workload %s has no transactions", name, casRegister)
+			}
+		}
+		stale, ok := registerDBs[*db]
+		if !ok {
+			return bad("--db: --workload %s simulates serializable (linearizable) or prefix (stale reads), not %s", casRegister, *db)
+		}
+		cfg := regsim.Config{Ops: *ops, Concurrency: *conc, Keys: *keys, InfoRate: *infoRate, StaleRate: stale, Seed: *seed}
+		return writeSim(*out, stdout, stderr, func(w io.Writer) error { _, err := regsim.Write(w, cfg); return err })
+	}
 	cfg := txnsim.Config{DB: *db, Workload: *workload, Ops: *ops, Concurrency: *conc, Keys: *keys,
 		MaxTxnLen: *maxLen, MaxWritesPerKey: *maxWrites, InfoRate: *infoRate, Seed: *seed}
 	if err := cfg.Validate(); err != nil {
@@ -70,17 +85,33 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitError
 	}
+	return writeSim(*out, stdout, stderr, func(w io.Writer) error { _, err := txnsim.Write(w, cfg); return err })
+}
+
+// casRegister is sim's register workload, which verify/regsim simulates.
+const casRegister = "cas-register"
+
+// registerDBs maps the --db values the register workload takes to the
+// share of eligible reads that are stale.
+var registerDBs = map[string]float64{"serializable": 0, "prefix": 0.01}
+
+// writeSim writes a simulated history to out (stdout when empty).
+func writeSim(out string, stdout, stderr io.Writer, write func(io.Writer) error) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ipfence-verify sim: "+format+"\n", a...)
+		return cli.ExitError
+	}
 	w := stdout
 	var f *os.File
-	if *out != "" {
+	if out != "" {
 		var err error
-		if f, err = os.Create(*out); err != nil {
+		if f, err = os.Create(out); err != nil {
 			return fail("%v", err)
 		}
 		w = f
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
-	_, err := txnsim.Write(bw, cfg)
+	err := write(bw)
 	if err == nil {
 		err = bw.Flush()
 	}

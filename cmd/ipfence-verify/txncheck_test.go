@@ -179,6 +179,48 @@ func TestSimThenCheck(t *testing.T) {
 	}
 }
 
+// The register workload: a linearizable store's history checks
+// linearizable, the stale one's does not, and flags that make no sense
+// for registers are refused.
+func TestSimRegistersThenCheck(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		db   string
+		code int
+		word string
+	}{{"serializable", 0, "linearizable (independent-cas-register, 4000 ops"}, {"prefix", 1, "NOT linearizable (independent-cas-register, 4000 ops"}} {
+		out := filepath.Join(dir, c.db+".jsonl")
+		args := []string{"sim", "--workload", "cas-register", "--db", c.db, "--ops", "4000", "--keys", "3", "--info-rate", "0.02", "--seed", "4", "--out", out}
+		if code, _, stderr := runCLI(args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(data), "\n"); n != 8000 || !strings.Contains(string(data), `"f":"cas","value":[`) {
+			t.Fatalf("%s: %d events, want 8000 cas-register events", c.db, n)
+		}
+		code, stdout, stderr := runCLI("check", "--model", "independent-cas-register", out)
+		if code != c.code || !strings.Contains(stdout, c.word) {
+			t.Errorf("check of the %s history: exit %d, want %d and %q\n%s%s", c.db, code, c.code, c.word, stdout, stderr)
+		}
+	}
+	for _, b := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"sim", "--workload", "cas-register", "--db", "si"}, "--workload cas-register simulates serializable (linearizable) or prefix (stale reads), not si"},
+		{[]string{"sim", "--workload", "cas-register", "--db", "prefix", "--max-txn-length", "2"}, "--max-txn-length: --workload cas-register has no transactions"},
+		{[]string{"sim", "--workload", "cas-register", "--db", "serializable", "--keys", "20000000"}, "--keys: 20000000 is out of range"},
+	} {
+		code, stdout, stderr := runCLI(b.args...)
+		if code != 3 || !strings.Contains(stderr, b.stderr) || stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 3 and %q", b.args, code, stdout, stderr, b.stderr)
+		}
+	}
+}
+
 // Issue 13: a failing transactional check explains each anomaly in words
 // on the terminal, as Elle does: the transactions, named by the index of
 // the event that completed them (the paper example's T7 was invoked at

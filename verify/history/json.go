@@ -161,6 +161,21 @@ func tornJSONL(line []byte, last bool, before int) bool {
 // jsonlEvent decodes the JSON Lines line numbered lineNo (without its
 // newline) as the event at index.
 func jsonlEvent(line []byte, lineNo int, index int64) (Event, error) {
+	if fastJSONL {
+		if e, ok := fastJSONLEvent(line, index); ok {
+			return e, nil
+		}
+	}
+	return jsonlSlow(line, lineNo, index)
+}
+
+// fastJSONL turns the fast reader on; benchmarks turn it off to measure
+// the general reader beside it.
+var fastJSONL = true
+
+// jsonlSlow is jsonlEvent's general reader, which says where and why a
+// line is malformed.
+func jsonlSlow(line []byte, lineNo int, index int64) (Event, error) {
 	r := &jsonReader{data: line, li: newLineIndex(line)}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()

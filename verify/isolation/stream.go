@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/ipfence/ipfence/internal/jsonscan"
 	"github.com/ipfence/ipfence/verify/history"
 )
 
@@ -89,10 +90,10 @@ func (b *builder) fastLine(line []byte) bool {
 	nreads := len(p.reads)
 	ev := &b.ev
 	*ev = fastEvent{index: int64(b.pos), process: history.NoProcess, mops: ev.mops[:0]}
-	sc := scanner{b: line}
+	sc := jsonscan.Scanner{B: line}
 	// A value skipped unchecked must be valid JSON, or the fast reader
 	// would accept what the general one refuses.
-	if err := p.fastEvent(&sc, ev); err != nil || (ev.process == history.NoProcess && !ev.nemesis) || sc.skipped && !json.Valid(line) {
+	if err := p.fastEvent(&sc, ev); err != nil || (ev.process == history.NoProcess && !ev.nemesis) || sc.Skipped && !json.Valid(line) {
 		p.reads = p.reads[:nreads]
 		return false
 	}
