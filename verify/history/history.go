@@ -144,6 +144,9 @@ func (e *PairError) Error() string { return fmt.Sprintf("event index %d: %s", e.
 // nothing after the crash is ordered after it.
 func Pair(events []Event) (ops []Op, nemesis []Event, err error) {
 	open := make(map[Process]int) // process → index into ops
+	// At most one op per two events but for pending invokes; sized once,
+	// as readJSONL sizes the events.
+	ops = make([]Op, 0, len(events)/2+1)
 	for pos, e := range events {
 		if e.Process == Nemesis {
 			nemesis = append(nemesis, e)
