@@ -28,6 +28,7 @@ package regsim
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -95,14 +96,9 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Concurrency, DefaultConcurrency)
-	def(&c.Keys, DefaultKeys)
-	def(&c.Values, DefaultValues)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Keys = cmp.Or(c.Keys, DefaultKeys)
+	c.Values = cmp.Or(c.Values, DefaultValues)
 	return c
 }
 
