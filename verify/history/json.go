@@ -123,8 +123,13 @@ func readJSONL(data []byte, m *meter) ([]Event, int, error) {
 	// Sized once: growing by doubling left up to twice the events as
 	// garbage, a gigabyte at ten million operations. No event line is
 	// shorter than 13 bytes ({"type":"ok"}), which bounds what a file of
-	// blank lines can make it reserve.
-	events := make([]Event, 0, min(bytes.Count(data, []byte{'\n'})+1, len(data)/13+1))
+	// blank lines can make it reserve, and the meter's bound (an event
+	// costs it at least 112 bytes) bounds it too.
+	capacity := min(bytes.Count(data, []byte{'\n'})+1, len(data)/13+1)
+	if m != nil && m.max > 0 {
+		capacity = min(capacity, int(m.max/112)+1)
+	}
+	events := make([]Event, 0, capacity)
 	lineNo := 0
 	for off := 0; off < len(data); {
 		lineNo++
