@@ -13,6 +13,11 @@
 //
 // `ipfence-verify test capture` runs it; the planted bug, --unsafe-disable-fence,
 // must make it report invalid.
+//
+// With Options.NodesFile the nodes run on machines the harness did not
+// start, reached over SSH through verify/control (remote.go): each a
+// control.Daemon, partitions by control.NftNet, pauses and kills by
+// control.Procs, every one confirmed beside its fault in the history.
 package capturesuite
 
 import (
