@@ -88,7 +88,7 @@ func splitKinds(s string) []string {
 }
 
 func runTestCapture(args []string, stdout, stderr io.Writer) int {
-	fs, level := cli.FlagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--cloud-latency none|realistic] [--epochs federation|etcd [--spare-etcd]] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence]", stderr)
+	fs, level := cli.FlagSet("test capture", "test capture [--provider aws|azure|oci|onprem] [--cloud-latency none|realistic] [--epochs federation|etcd [--spare-etcd]] [--nodes N] [--time-limit D] [--nemesis K,...] [--seed S] [--concurrency C] [--store DIR] [--net proxy|netns] [--unsafe-disable-fence] [--nodes-file FILE [--known-hosts FILE,...] [--remote-dir DIR]]", stderr)
 	nodes := fs.Int("nodes", 3, "number of ipfence serve nodes, 2 to 9")
 	limit := fs.Duration("time-limit", 0, "how long the test runs, the final recovery included (default 60s)")
 	nem := fs.String("nemesis", strings.Join(defaultNemeses, ","), nemesisHelp())
@@ -101,6 +101,9 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	latency := fs.String("cloud-latency", simfault.LatencyNone, "the simulated cloud's own pace, whichever --provider runs: none (every call answered at\nonce unless the provider nemesis delays it) or realistic (the figures cloudsim --latency\nrealistic waits, jittered by --seed; the provider nemesis's faults add to them)")
 	epochs := fs.String("epochs", "federation", "where the nodes keep the pool's epoch line: federation (passed between the nodes)\nor etcd (a 3-member etcd started beside them, from Debian's etcd-server; the partition,\npause and kill nemeses then take members too; the cloud providers with --net proxy, or\n--provider onprem --net netns)")
 	spare := fs.Bool("spare-etcd", false, "with --epochs etcd: the nemeses leave etcd's members alone (partitions cut nodes from nodes\nonly, every node keeps reaching every member): a LAN split with etcd elsewhere")
+	nodesFile := fs.String("nodes-file", "", "run the nodes on the machines this file lists, over SSH, one a line:\nNAME address=HOST [port=22] [user=root] [key=FILE] [sudo=false]\n(aws only; partitions with nftables on the machines; wipe, corrupt and disk are left out)")
+	knownHosts := fs.String("known-hosts", "", "with --nodes-file: known_hosts files the nodes' host keys must be in,\ncomma-separated (default ~/.ssh/known_hosts)")
+	remoteDir := fs.String("remote-dir", "", "with --nodes-file: the folder on each node for its files, as DIR/<node>,\nwiped at the start (default "+capturesuite.DefaultRemoteDir+")")
 	pos, code, ok := cli.Parse(fs, level, args, stderr)
 	if !ok {
 		return code
@@ -111,6 +114,23 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) > 0 {
 		return fail("unexpected argument %q", pos[0])
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *nodesFile == "" && (set["known-hosts"] || set["remote-dir"]) {
+		return fail("--known-hosts and --remote-dir need --nodes-file")
+	}
+	if *nodesFile != "" {
+		switch {
+		case set["nodes"]:
+			return fail("--nodes and --nodes-file: the nodes file says how many nodes there are")
+		case *netMode == "netns":
+			return fail("--nodes-file and --net netns: the nodes file's machines are the network; partitions are made with nftables on them")
+		case *prov == "onprem":
+			return fail("--nodes-file and --provider onprem: the on-premises lab is built of namespaces on this machine; --nodes-file runs the aws provider")
+		case *epochs == "etcd":
+			return fail("--nodes-file and --epochs etcd: the etcd line is started on this machine, out of the nodes' reach; run it with --net proxy")
+		}
 	}
 	if !slices.Contains(capturesuite.EpochLines, *epochs) {
 		return fail("--epochs: %q is not one of %s", *epochs, strings.Join(capturesuite.EpochLines, ", "))
@@ -130,8 +150,20 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 		return fail("--time-limit must be at least 10s, not %v", *limit)
 	}
 	kinds := splitKinds(*nem)
-	nemSet := false
-	fs.Visit(func(f *flag.Flag) { nemSet = nemSet || f.Name == "nemesis" })
+	nemSet := set["nemesis"]
+	if *nodesFile != "" && !nemSet {
+		// The default set is every nemesis this user may run; on the
+		// nodes file's machines some cannot be made, and are left out
+		// in plain sight.
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return capturesuite.RemoteRefused[k] != "" })
+		var out []string
+		for _, k := range capturesuite.Nemeses {
+			if why := capturesuite.RemoteRefused[k]; why != "" {
+				out = append(out, k+" ("+why+")")
+			}
+		}
+		fmt.Fprintf(stdout, "--nodes-file: leaving out the nemeses %s\n", strings.Join(out, ", "))
+	}
 	switch {
 	case *prov == capturesuite.CloudAlias || slices.Contains(capturesuite.Clouds, *prov):
 	case *prov == "onprem":
@@ -153,6 +185,14 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 	if *netMode == "netns" && os.Geteuid() != 0 {
 		return fail("--net netns needs root (network namespaces and nftables); the default --net proxy does not")
 	}
+	var known []string
+	if *knownHosts != "" {
+		known = strings.Split(*knownHosts, ",")
+	}
+	if *nodesFile != "" {
+		// The file says how many nodes there are.
+		*nodes = 0
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return fail("finding the ipfence binary to run the nodes with: %v", err)
@@ -163,6 +203,7 @@ func runTestCapture(args []string, stdout, stderr io.Writer) int {
 		Binary: bin, Nodes: *nodes, Concurrency: *conc, TimeLimit: *limit, Nemesis: kinds, Seed: *seed,
 		Store: *store, Netns: *netMode == "netns", UnsafeDisableFence: *unfenced, Provider: *prov,
 		CloudLatency: *latency, Epochs: *epochs, SpareEtcd: *spare,
+		NodesFile: *nodesFile, KnownHosts: known, RemoteDir: *remoteDir,
 		Command: append([]string{"ipfence-verify", "test", "capture"}, args...), Progress: stdout, TTY: tty,
 	}
 	out, err := capturesuite.Run(ctx, o)
@@ -243,6 +284,15 @@ func printSummary(w io.Writer, out *harness.Outcome) {
 	if r, ok := cs["line-token"]; ok {
 		fmt.Fprintf(w, "  line token      %-7s %v of %v node mutations carried an etcd revision, %v checked against etcd, %v mismatches, %v going down\n",
 			r.Valid, r.Fields["tokened"], r.Fields["node_mutations"], r.Fields["checked"], r.Fields["mismatches"], r.Fields["regressions"])
+	}
+	if r, ok := cs["faults"]; ok {
+		// On the machines of --nodes-file each partition, pause and kill
+		// is checked after it is made.
+		fmt.Fprintf(w, "  faults          %-7s confirmed: %v\n", r.Valid, r.Fields["summary"])
+		missed, _ := r.Fields["not_confirmed"].([]string)
+		for _, m := range missed {
+			fmt.Fprintf(w, "    not confirmed: %s\n", m)
+		}
 	}
 	conv, _ := get("convergence", "convergence_s").(float64)
 	fmt.Fprintf(w, "  convergence     %-7s last move %.1f s after the final heal\n", valid("convergence"), conv)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,6 +85,10 @@ type cluster struct {
 	ociNodes, ociHarness ociKey
 	ociSubnet            string
 
+	// remote runs the nodes on the machines of a nodes file (nil: on
+	// this machine).
+	remote *remoteNodes
+
 	mu   sync.Mutex
 	logs map[string]*os.File
 }
@@ -108,6 +113,8 @@ type clusterOptions struct {
 	// line is the epoch line in etcd of --epochs etcd (nil: the line
 	// passes between the nodes).
 	line *etcdLine
+	// remote, when set, runs the nodes on these machines over SSH.
+	remote *remoteOptions
 }
 
 // nodeName is the name of the i-th node (from 0).
@@ -127,8 +134,14 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 			c.stop()
 		}
 	}()
-	for i := range o.nodes {
-		c.nodes = append(c.nodes, nodeName(i))
+	if o.remote != nil {
+		for _, n := range o.remote.nodes {
+			c.nodes = append(c.nodes, n.Name)
+		}
+	} else {
+		for i := range o.nodes {
+			c.nodes = append(c.nodes, nodeName(i))
+		}
 	}
 	for i := range o.addrs {
 		c.addrs = append(c.addrs, netip.AddrFrom4([4]byte{10, 0, 1, byte(10 + i)}))
@@ -147,6 +160,16 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 		}
 		simListen = net.JoinHostPort(c.ns.HostIP(), "0")
 	}
+	if o.remote != nil {
+		if c.remote, err = dialRemote(*o.remote, c.dir); err != nil {
+			return c, err
+		}
+		host, err := c.remote.simHost()
+		if err != nil {
+			return c, err
+		}
+		simListen = net.JoinHostPort(host, "0")
+	}
 	if err := c.prepareCloud(); err != nil {
 		return c, err
 	}
@@ -164,9 +187,13 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 	// reach it: through the harness's proxy for that link, or directly in
 	// namespaces (where nftables cuts the links).
 	peerAddr := map[[2]string]string{}
-	if c.ns != nil {
+	if c.ns != nil || c.remote != nil {
 		for _, n := range c.nodes {
-			c.listens[n] = net.JoinHostPort(c.ns.IP(n), "7000")
+			if c.remote != nil {
+				c.listens[n] = net.JoinHostPort(c.remote.address(n), strconv.Itoa(remotePort))
+			} else {
+				c.listens[n] = net.JoinHostPort(c.ns.IP(n), "7000")
+			}
 			c.endpoints[n] = "http://" + c.listens[n]
 		}
 		for _, a := range c.nodes {
@@ -207,6 +234,11 @@ func startCluster(ctx context.Context, o clusterOptions) (c *cluster, err error)
 			return c, err
 		}
 	}
+	if c.remote != nil {
+		if err := c.installRemote(ctx, peerAddr); err != nil {
+			return c, err
+		}
+	}
 	for _, n := range c.nodes {
 		if err := c.startNode(ctx, n); err != nil {
 			return c, err
@@ -221,13 +253,13 @@ func (c *cluster) configPath(n string) string { return filepath.Join(c.dir, n+".
 // listen address, data and peers.
 func (c *cluster) config(n string, peerAddr map[[2]string]string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "node: %s\nlisten: %s\ndata_dir: %s\npeers:\n", n, c.listens[n], filepath.Join(c.dir, "data", n))
+	fmt.Fprintf(&b, "node: %s\nlisten: %s\ndata_dir: %s\npeers:\n", n, c.listens[n], c.dataDir(n))
 	for _, p := range c.nodes {
 		if p != n {
 			fmt.Fprintf(&b, "  - name: %s\n    url: http://%s\n", p, peerAddr[[2]string{n, p}])
 		}
 	}
-	fmt.Fprintf(&b, "federation:\n  secret_file: %s\nproviders:\n%s", filepath.Join(c.dir, "secret"), c.providerYAML())
+	fmt.Fprintf(&b, "federation:\n  secret_file: %s\nproviders:\n%s", c.secretPath(n), c.providerYAML())
 	b.WriteString("pools:\n  - name: web\n    provider: sim\n    group: g1\n    addresses: [")
 	for i, a := range c.addrs {
 		if i > 0 {
@@ -344,6 +376,12 @@ func startListening(ctx context.Context, cmd *exec.Cmd, name string, logf *os.Fi
 
 // startNode starts node n and waits until it answers.
 func (c *cluster) startNode(ctx context.Context, n string) error {
+	if c.remote != nil {
+		if err := c.remote.procs.Start(ctx, n); err != nil {
+			return err
+		}
+		return c.remote.listening(ctx, n)
+	}
 	args := []string{"serve", "--config", c.configPath(n), "--test-endpoints", "--log-level", "info"}
 	if c.unfenced {
 		args = append(args, "--unsafe-disable-fence")
@@ -369,6 +407,9 @@ func (c *cluster) startNode(ctx context.Context, n string) error {
 
 // Restart starts node n again, with the same configuration and state.
 func (c *cluster) Restart(ctx context.Context, n string) error {
+	if c.remote != nil {
+		return c.remote.procs.Restart(ctx, n)
+	}
 	if c.Running(n) {
 		return nil
 	}
@@ -439,6 +480,9 @@ func (c *cluster) simSend(ctx context.Context, method, path string, body any) er
 // stop stops every process (with SIGCONT in case one is paused), closes
 // the network, and the logs.
 func (c *cluster) stop() {
+	if c.remote != nil {
+		c.remote.stop()
+	}
 	c.StopAll(10 * time.Second)
 	c.unmountDisks()
 	for _, ln := range c.lns {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,7 +27,20 @@ import (
 // "damage" checker reports and judges.
 
 // dataDir is node n's data folder.
-func (c *cluster) dataDir(n string) string { return filepath.Join(c.dir, "data", n) }
+func (c *cluster) dataDir(n string) string {
+	if c.remote != nil {
+		return path.Join(c.remote.base[n], "data")
+	}
+	return filepath.Join(c.dir, "data", n)
+}
+
+// secretPath is the federation secret's file, as node n reads it.
+func (c *cluster) secretPath(n string) string {
+	if c.remote != nil {
+		return path.Join(c.remote.base[n], "secret")
+	}
+	return filepath.Join(c.dir, "secret")
+}
 
 // diskSize is each node's tmpfs under the disk nemesis: a few times what a
 // 60 s run writes, small enough to fill in a moment.

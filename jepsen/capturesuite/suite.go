@@ -13,6 +13,11 @@
 //
 // `ipfence-verify test capture` runs it; the planted bug, --unsafe-disable-fence,
 // must make it report invalid.
+//
+// With Options.NodesFile the nodes run on machines the harness did not
+// start, reached over SSH through verify/control (remote.go): each a
+// control.Daemon, partitions by control.NftNet, pauses and kills by
+// control.Procs, every one confirmed beside its fault in the history.
 package capturesuite
 
 import (
@@ -31,6 +36,7 @@ import (
 	"github.com/ipfence/ipfence/internal/simfault"
 	"github.com/ipfence/ipfence/jepsen/capturesuite/ownermodel"
 	"github.com/ipfence/ipfence/verify/checker"
+	"github.com/ipfence/ipfence/verify/control"
 	"github.com/ipfence/ipfence/verify/gen"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/nemesis"
@@ -98,6 +104,25 @@ type Options struct {
 	// reaching every member, and no member is paused or killed (a LAN
 	// split with etcd elsewhere).
 	SpareEtcd bool
+	// NodesFile, when set, runs the nodes on the machines it lists
+	// (control.ParseNodes), reached over SSH: the binary, each node's
+	// configuration and the federation secret uploaded to each, the node
+	// started there as a daemon listening on the machine's address,
+	// partitions made with nftables on the machines, and every
+	// partition, pause and kill confirmed. The simulator stays on this
+	// machine, on its address towards the nodes. Nodes is then the
+	// file's count. Only the aws provider; RemoteRefused names the
+	// nemeses it cannot make.
+	NodesFile string
+	// KnownHosts are the known_hosts files the nodes' host keys are
+	// checked against (default ~/.ssh/known_hosts).
+	KnownHosts []string
+	// RemoteDir is the folder on each node that holds its files, as
+	// RemoteDir/<node> (default DefaultRemoteDir); it is wiped at the
+	// start.
+	RemoteDir string
+	// remote are the nodes of NodesFile, once read.
+	remote []control.Node
 	// Command is the command line to write beside the history.
 	Command []string
 	// Progress and TTY: where the progress goes, and whether it is a
@@ -107,6 +132,18 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
+	if o.NodesFile != "" {
+		nodes, err := readNodesFile(o.NodesFile)
+		if err != nil {
+			return err
+		}
+		if err := o.checkRemote(len(nodes)); err != nil {
+			return err
+		}
+		o.remote, o.Nodes = nodes, len(nodes)
+	} else if len(o.KnownHosts) > 0 || o.RemoteDir != "" {
+		return errors.New("--known-hosts and --remote-dir need --nodes-file")
+	}
 	if o.Nodes == 0 {
 		o.Nodes = 3
 	}
@@ -166,7 +203,7 @@ func (o *Options) defaults() error {
 		if !slices.Contains(Nemeses, k) {
 			return fmt.Errorf("--nemesis: unknown fault %q; valid: %s", k, strings.Join(Nemeses, ","))
 		}
-		if why := NeedsRoot[k]; why != "" && os.Geteuid() != 0 && o.Provider != "onprem" {
+		if why := NeedsRoot[k]; why != "" && os.Geteuid() != 0 && o.Provider != "onprem" && o.NodesFile == "" {
 			return fmt.Errorf("--nemesis %s needs root: %s; run as root or leave %s out", k, why, k)
 		}
 	}
@@ -232,9 +269,13 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		}
 		defer line.stop()
 	}
+	var remote *remoteOptions
+	if o.remote != nil {
+		remote = &remoteOptions{nodes: o.remote, knownHosts: o.KnownHosts, dir: o.RemoteDir}
+	}
 	c, err := startCluster(ctx, clusterOptions{bin: absBin, dir: dir, nodes: o.Nodes, addrs: o.Addresses, unfenced: o.UnsafeDisableFence,
 		netns: o.Netns, disks: slices.Contains(o.Nemesis, "disk"), cloud: cloud,
-		latency: o.CloudLatency, seed: o.Seed, line: line})
+		latency: o.CloudLatency, seed: o.Seed, line: line, remote: remote})
 	if err != nil {
 		return &harness.Outcome{Dir: dir}, fmt.Errorf("starting the cluster: %w", err)
 	}
@@ -242,9 +283,12 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 
 	damaged, hostile := &damageLog{}, &hostileLog{}
 	var net nemesis.Net
-	if c.ns != nil {
+	switch {
+	case c.remote != nil:
+		net = c.remote.net
+	case c.ns != nil:
 		net = nemesis.NetnsNet(c.ns)
-	} else {
+	default:
 		net = nemesis.MeshNet(c.mesh, netfault.Drop)
 	}
 	// targets are what the partition, pause and kill nemeses draw from:
@@ -267,6 +311,14 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		"disk":      diskFault(c, damaged),
 		"hostile":   hostileFault(c, hostile),
 	}
+	if c.remote != nil {
+		// On the nodes file's machines every partition, pause and kill
+		// is confirmed there, and the confirmation written beside it.
+		l := c.remote.ledger
+		faults["partition"] = control.Confirmed(nemesis.Partition(net, targets), l)
+		faults["pause"] = control.Confirmed(nemesis.Pause(c.remote.procs, targets), l)
+		faults["kill"] = control.Confirmed(nemesis.Kill(c.remote.procs, targets), l)
+	}
 	choices, kinds := faultChoices(c.nodes, targets, o.Nemesis)
 	used := map[string]nemesis.Fault{}
 	for _, k := range kinds {
@@ -288,6 +340,9 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		"stats":  checker.Stats(),
 		"errors": checker.UnhandledErrors(),
 		"perf":   checker.Perf(),
+	}
+	if c.remote != nil {
+		checks["faults"] = control.FaultsChecker(c.remote.ledger)
 	}
 	if line != nil {
 		checks["etcd-line"] = etcdAgrees(col)
@@ -575,6 +630,10 @@ func collect(ctx context.Context, c *cluster, col *collected, dir string) error 
 		return err
 	}
 	col.calls, col.callsCounted, col.callsErr = c.nodeCalls(ctx)
+	if c.remote != nil {
+		// The cloud's refusals are read from the nodes' logs.
+		c.remote.fetchLogs(ctx)
+	}
 	col.wall = c.countWall(ctx)
 	if c.line != nil {
 		col.line, col.lineErr = c.line.records(ctx)

@@ -204,7 +204,7 @@ func TestLeaderPauseConfirmed(t *testing.T) {
 	pause := map[string]any{"variant": "pause"}
 
 	l := &control.Ledger{}
-	f := confirmed(leaderFault(c, nodes, l), l)
+	f := control.Confirmed(leaderFault(c, nodes, l), l)
 	desc, err := f.Start(t.Context(), pause)
 	if err != nil || !strings.HasPrefix(desc, "paused leader n1; pause-leader n1 confirmed (pid ") || !strings.HasSuffix(desc, " stopped)") {
 		t.Fatalf("start: %q %v", desc, err)
@@ -217,13 +217,13 @@ func TestLeaderPauseConfirmed(t *testing.T) {
 	if err != nil || !strings.HasPrefix(desc, "resumed n1; resume-leader n1 confirmed (pid ") || procState(pid) == "T" {
 		t.Fatalf("stop: %q %v, state %s", desc, err, procState(pid))
 	}
-	if r := faultsChecker(l).Check(t.Context(), nil); r.Valid != linear.True || r.Fields["summary"] != "pause-leader 1/1, resume-leader 1/1" {
+	if r := control.FaultsChecker(l).Check(t.Context(), nil); r.Valid != linear.True || r.Fields["summary"] != "pause-leader 1/1, resume-leader 1/1" {
 		t.Fatalf("faults: %v %v", r.Valid, r.Fields)
 	}
 
 	// Now the SIGSTOP does nothing.
 	l = &control.Ledger{}
-	f = confirmed(leaderFault(lyingCluster{c, []string{"kill -s STOP"}}, nodes, l), l)
+	f = control.Confirmed(leaderFault(lyingCluster{c, []string{"kill -s STOP"}}, nodes, l), l)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	desc, err = f.Start(ctx, pause)
@@ -237,7 +237,7 @@ func TestLeaderPauseConfirmed(t *testing.T) {
 		t.Fatal(err)
 	}
 	valid := checker.Func(func(context.Context, *checker.Run) checker.Result { return checker.Result{Valid: linear.True} })
-	res := checker.Compose(map[string]checker.Checker{"linear": valid, "faults": faultsChecker(l)}).Check(t.Context(), &checker.Run{})
+	res := checker.Compose(map[string]checker.Checker{"linear": valid, "faults": control.FaultsChecker(l)}).Check(t.Context(), &checker.Run{})
 	if res.Valid != linear.Unknown || res.Checkers["faults"].Fields["summary"] != "pause-leader 0/1, resume-leader 1/1" {
 		t.Fatalf("verdict %v, faults %v", res.Valid, res.Checkers["faults"].Fields)
 	}

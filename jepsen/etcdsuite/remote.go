@@ -13,11 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/control"
 	"github.com/ipfence/ipfence/verify/harness"
-	"github.com/ipfence/ipfence/verify/linear"
-	"github.com/ipfence/ipfence/verify/nemesis"
 )
 
 // The ports members use on remote nodes: etcd's own defaults, since each
@@ -287,56 +284,4 @@ func (c *remoteCluster) rejoin(ctx context.Context, node, initial string, _ uint
 		return err
 	}
 	return c.procs.Restart(ctx, node)
-}
-
-// confirmed adds to what a fault's start and stop say the checks made of
-// them, so that each confirmation is in the history beside its fault.
-func confirmed(f nemesis.Fault, l *control.Ledger) nemesis.Fault {
-	note := func(from int) string {
-		all := l.All()
-		if from >= len(all) {
-			return ""
-		}
-		var parts []string
-		for _, c := range all[from:] {
-			word := "confirmed"
-			if !c.Confirmed {
-				word = "NOT confirmed"
-			}
-			parts = append(parts, fmt.Sprintf("%s %s %s (%s)", c.Fault, c.Target, word, c.Detail))
-		}
-		return "; " + strings.Join(parts, "; ")
-	}
-	return nemesis.Fault{
-		Start: func(ctx context.Context, v any) (string, error) {
-			from := len(l.All())
-			desc, err := f.Start(ctx, v)
-			return desc + note(from), err
-		},
-		Stop: func(ctx context.Context) (string, error) {
-			from := len(l.All())
-			desc, err := f.Stop(ctx)
-			return desc + note(from), err
-		},
-	}
-}
-
-// faultsChecker makes a run whose faults did not all take effect
-// unknown rather than valid: what the clients saw was not tested against
-// the faults the history names. Its fields say how many of each kind were
-// confirmed, for the closing note.
-func faultsChecker(l *control.Ledger) checker.Checker {
-	return checker.Func(func(context.Context, *checker.Run) checker.Result {
-		missed := []string{}
-		for _, c := range l.All() {
-			if !c.Confirmed {
-				missed = append(missed, fmt.Sprintf("%s %s: %s", c.Fault, c.Target, c.Detail))
-			}
-		}
-		res := checker.Result{Valid: linear.True, Fields: map[string]any{"summary": l.Summary(), "not_confirmed": missed}}
-		if len(missed) > 0 {
-			res.Valid = linear.Unknown
-		}
-		return res
-	})
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ipfence/ipfence/internal/testonly/sshlab"
 	"github.com/ipfence/ipfence/verify/checker"
-	"github.com/ipfence/ipfence/verify/control"
 	"github.com/ipfence/ipfence/verify/harness"
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
@@ -111,24 +110,6 @@ func TestRemoteSerializableReadsAreCaught(t *testing.T) {
 		t.Fatalf("faults %v", cs["faults"].Fields)
 	}
 	checkConfirmedInHistory(t, out)
-}
-
-// TestFaultsChecker: one fault that did not take effect makes the run
-// unknown, never valid.
-func TestFaultsChecker(t *testing.T) {
-	l := &control.Ledger{}
-	l.Add(control.Confirmation{Fault: "kill", Target: "n1", Confirmed: true, Detail: "pid 7 gone"})
-	if r := faultsChecker(l).Check(t.Context(), nil); r.Valid != linear.True || r.Fields["summary"] != "kill 1/1" {
-		t.Fatalf("all confirmed: %v %v", r.Valid, r.Fields)
-	}
-	l.Add(control.Confirmation{Fault: "pause", Target: "n2", Detail: "pid 9 running"})
-	r := faultsChecker(l).Check(t.Context(), nil)
-	if r.Valid != linear.Unknown || r.Fields["summary"] != "kill 1/1, pause 0/1" {
-		t.Fatalf("one not confirmed: %v %v", r.Valid, r.Fields)
-	}
-	if missed := r.Fields["not_confirmed"].([]string); len(missed) != 1 || missed[0] != "pause n2: pid 9 running" {
-		t.Fatalf("not confirmed %q", missed)
-	}
 }
 
 func TestRemoteOptions(t *testing.T) {

@@ -262,11 +262,11 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		}
 		nodes, dial, ledger = c.names, c, c.ledger
 		faults = map[string]nemesis.Fault{
-			"partition": confirmed(nemesis.Partition(c.net, nodes), ledger),
-			"pause":     confirmed(nemesis.Pause(c.procs, nodes), ledger),
-			"kill":      confirmed(nemesis.Kill(c.procs, nodes), ledger),
-			"leader":    confirmed(leaderFault(c, nodes, ledger), ledger),
-			"member":    confirmed(memberFault(c, nodes, ledger), ledger),
+			"partition": control.Confirmed(nemesis.Partition(c.net, nodes), ledger),
+			"pause":     control.Confirmed(nemesis.Pause(c.procs, nodes), ledger),
+			"kill":      control.Confirmed(nemesis.Kill(c.procs, nodes), ledger),
+			"leader":    control.Confirmed(leaderFault(c, nodes, ledger), ledger),
+			"member":    control.Confirmed(memberFault(c, nodes, ledger), ledger),
 		}
 	} else {
 		c, err := startCluster(ctx, o.Binary, dir, o.Nodes, token)
@@ -287,10 +287,10 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		procs := confirmedProcs{c, l}
 		faults = map[string]nemesis.Fault{
 			"partition": nemesis.Partition(meshNet{c.mesh, netfault.Drop}, nodes),
-			"pause":     confirmed(nemesis.Pause(procs, nodes), l),
-			"kill":      confirmed(nemesis.Kill(procs, nodes), l),
-			"leader":    confirmed(leaderFault(c, nodes, l), l),
-			"member":    confirmed(memberFault(c, nodes, l), l),
+			"pause":     control.Confirmed(nemesis.Pause(procs, nodes), l),
+			"kill":      control.Confirmed(nemesis.Kill(procs, nodes), l),
+			"leader":    control.Confirmed(leaderFault(c, nodes, l), l),
+			"member":    control.Confirmed(memberFault(c, nodes, l), l),
 		}
 		if slices.ContainsFunc(o.Nemesis, func(n string) bool { return n != "partition" }) {
 			ledger = l
@@ -317,7 +317,7 @@ func Run(ctx context.Context, o Options) (*harness.Outcome, error) {
 		"perf":   checker.Perf(),
 	}
 	if ledger != nil {
-		checks["faults"] = faultsChecker(ledger)
+		checks["faults"] = control.FaultsChecker(ledger)
 	}
 	var ops gen.Generator
 	if o.Workload == "register" {
