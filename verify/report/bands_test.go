@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,3 +123,61 @@ type countWriter int
 func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
 
 var _ io.Writer = (*countWriter)(nil)
+
+// TestTimeline200kInBrowser loads a page of 200,000 operations with the
+// default threshold in chromium: it opens as bands, and a click on them
+// (an eightfold zoom) reaches single ops, as does a drag over a
+// twentieth of the run; the ops the bars and tooltips need come from the
+// page's compact encoding.
+func TestTimeline200kInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chromium on 200,000 operations takes seconds")
+	}
+	events, faults := synthetic(2, 200_000, 10)
+	var buf bytes.Buffer
+	if err := Timeline(&buf, "200k", events, faults); err != nil {
+		t.Fatal(err)
+	}
+	path := writePage(t, t.TempDir(), strings.Replace(buf.String(), "</body>", bandsProbe+opProbe+"</body>", 1))
+	got, _ := browse(t, path, 120*time.Second)
+	t.Logf("page %.1f MB; steps (mode:ops drawn:band columns): %s", float64(buf.Len())/1e6, got["steps"])
+	steps := strings.Fields(got["steps"])
+	if len(steps) != 4 {
+		t.Fatalf("steps %q, want 4 (data %v)", got["steps"], got)
+	}
+	for k, wantMode := range []string{"bands", "ops", "bands", "ops"} {
+		f := strings.Split(steps[k], ":")
+		drawn, _ := strconv.Atoi(f[1])
+		cols, _ := strconv.Atoi(f[2])
+		switch {
+		case f[0] != wantMode:
+			t.Errorf("step %d: mode %s, want %s (steps %s)", k, f[0], wantMode, got["steps"])
+		case wantMode == "bands" && (drawn != 0 || cols < 1000):
+			t.Errorf("step %d: bands drew %d ops and %d columns; want none and over a thousand", k, drawn, cols)
+		case wantMode == "ops" && (drawn == 0 || drawn > DefaultSummarize || cols != 0):
+			t.Errorf("step %d: zoomed in, drew %d ops and %d band columns; want 1 to %d and none", k, drawn, cols, DefaultSummarize)
+		}
+	}
+	// The tooltip of an op in view after the drag tells its value and
+	// times, as decoded from the page.
+	if !regexp.MustCompile(`^process p\d+ · (read|write|cas)(ok|fail|info)value .+invoked at \d+\.\d{6} s`).MatchString(got["optip"]) {
+		t.Errorf("tooltip of an op after zooming in: %q", got["optip"])
+	}
+}
+
+// opProbe, after bandsProbe, hovers over the middle of an ok op of a
+// client row that is in view and records its tooltip.
+const opProbe = `<script>
+(function () {
+  var O = timeline.ops, view = document.getElementById("view"), v = view.getBoundingClientRect();
+  for (var i = 0; i < O.l.length; i++) {
+    if (O.o[i] !== 0) continue;
+    var r = timeline.box(i);
+    if (r.x < v.left + 100 || r.x + r.w > v.right - 20 || r.y < v.top + 40 || r.y + r.h > v.bottom - 20) continue;
+    view.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: r.x + r.w / 2, clientY: r.y + r.h / 2 }));
+    document.body.dataset.optip = document.getElementById("tip").textContent;
+    break;
+  }
+})();
+</script>
+`
