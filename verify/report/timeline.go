@@ -9,6 +9,8 @@ import (
 	"html"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
@@ -48,8 +50,13 @@ type timelineData struct {
 	// Fs and Vals are the distinct functions and texts (values and
 	// errors); operations refer to them by index, since they repeat: a
 	// register's few values, "nil" for every read invoke, "timeout".
-	Fs   []string `json:"fs"`
-	Vals []string `json:"vals"`
+	// Vals goes on the page as ValT and ValN (see encodeVals): a
+	// million-op run writes hundreds of thousands of distinct values,
+	// most of them numbers in a few shapes ("17", "→ 17", "[17,18]").
+	Fs   []string   `json:"fs"`
+	Vals []string   `json:"-"`
+	ValT [][]string `json:"valt"`
+	ValN string     `json:"valn"`
 	// N is the number of operations, and Ops the operations in order of
 	// invoke time: base64 of a run of unsigned varints per operation
 	// (see opsWriter; internal/testonly/timelinepage reads them back).
@@ -375,7 +382,65 @@ func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData 
 	}
 	d.N = len(spans)
 	d.Ops = base64.StdEncoding.EncodeToString(ops.buf)
+	d.ValT, d.ValN = encodeVals(d.Vals)
 	return d
+}
+
+// encodeVals writes texts as shapes and numbers: each text's runs of
+// digits that read as a number (up to 15 digits, no leading zero, so
+// that the page's arithmetic and printing give them back exactly) are
+// cut out, leaving its shape, the pieces of text around them. The shapes
+// are listed once; each text is then a run of unsigned varints, its
+// shape's index and its numbers, all in one base64 string. The page
+// decodes them on first need: a tooltip or a bar wide enough for its
+// text.
+func encodeVals(vals []string) ([][]string, string) {
+	shapes := [][]string{}
+	index := make(map[string]int)
+	var buf []byte
+	var nums []uint64
+	for _, v := range vals {
+		var pieces []string
+		nums = nums[:0]
+		lit := 0 // start of the current piece
+		for i := 0; i < len(v); {
+			if v[i] < '0' || v[i] > '9' {
+				i++
+				continue
+			}
+			j := i
+			for j < len(v) && v[j] >= '0' && v[j] <= '9' {
+				j++
+			}
+			if j-i <= 15 && (j-i == 1 || v[i] != '0') {
+				n, _ := strconv.ParseUint(v[i:j], 10, 64)
+				pieces = append(pieces, v[lit:i])
+				nums = append(nums, n)
+				lit = j
+			}
+			i = j
+		}
+		pieces = append(pieces, v[lit:])
+		// The key prefixes each piece with its length, so that no two
+		// shapes share one.
+		var key strings.Builder
+		for _, p := range pieces {
+			key.WriteString(strconv.Itoa(len(p)))
+			key.WriteByte(':')
+			key.WriteString(p)
+		}
+		k, ok := index[key.String()]
+		if !ok {
+			k = len(shapes)
+			index[key.String()] = k
+			shapes = append(shapes, pieces)
+		}
+		buf = binary.AppendUvarint(buf, uint64(k))
+		for _, n := range nums {
+			buf = binary.AppendUvarint(buf, n)
+		}
+	}
+	return shapes, base64.StdEncoding.EncodeToString(buf)
 }
 
 // opsWriter encodes operations for the page: per operation, unsigned

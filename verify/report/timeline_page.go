@@ -87,15 +87,38 @@ const timelineScript = `</script>
   var LN = new Int32Array(N), start = new Float64Array(N), stop = new Float64Array(N), DUR = new Float64Array(N);
   var OUT = new Uint8Array(N), FN = new Int32Array(N), VL = new Int32Array(N), ER = new Int32Array(N);
   var i, l, k, t = 0;
-  (function () {
-    var bin = atob(D.ops), pos = 0;
-    // uv reads an unsigned varint; multiplying rather than shifting keeps
-    // numbers past 2^31 right.
-    function uv() {
-      var x = 0, m = 1, c;
-      do { c = bin.charCodeAt(pos++); x += (c & 127) * m; m *= 128; } while (c > 127);
-      return x;
+  // varints reads the unsigned varints of base64 text b64: next() is the
+  // next one, more() whether there is one. Multiplying rather than
+  // shifting keeps numbers past 2^31 right.
+  function varints(b64) {
+    var bin = atob(b64), pos = 0;
+    return {
+      more: function () { return pos < bin.length; },
+      next: function () {
+        var x = 0, m = 1, c;
+        do { c = bin.charCodeAt(pos++); x += (c & 127) * m; m *= 128; } while (c > 127);
+        return x;
+      }
+    };
+  }
+  // val returns text k (a value, an error, a note), decoding them all
+  // from their shapes and numbers (see encodeVals) on the first call:
+  // opening a page of bands needs none.
+  var VALS = null;
+  function val(k) {
+    if (!VALS) {
+      VALS = [];
+      var r = varints(D.valn);
+      while (r.more()) {
+        var shape = D.valt[r.next()], s = shape[0];
+        for (var j = 1; j < shape.length; j++) s += r.next() + shape[j];
+        VALS.push(s);
+      }
     }
+    return VALS[k];
+  }
+  (function () {
+    var uv = varints(D.ops).next;
     for (i = 0; i < N; i++) {
       LN[i] = uv();
       t += uv();
@@ -508,7 +531,7 @@ const timelineScript = `</script>
       ctx.clip();
       ctx.fillStyle = out(i) === 1 || out(i) >= 4 ? "#fff" : "#1d232b";
       // A read's invoke value says nothing: leave it to the tooltip.
-      var v = D.vals[VL[i]];
+      var v = val(VL[i]);
       // A lane event's text says what it is; its detail is for the tooltip.
       ctx.fillText(D.fs[FN[i]] + (v === "null" || out(i) >= 5 ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
       ctx.restore();
@@ -768,13 +791,13 @@ const timelineScript = `</script>
     var badge = add(add(tip, "div"), "span", "o", CLS[o]);
     badge.style.background = COL[o];
     if (o >= 5) {
-      if (D.vals[VL[i]]) add(tip, "div", o === 6 ? "w" : null, D.vals[VL[i]]);
+      if (val(VL[i])) add(tip, "div", o === 6 ? "w" : null, val(VL[i]));
       add(tip, "div", null, DUR[i] > 0 ? "from " + secs(start[i], 6) + " to " + secs(stop[i], 6) + " (" + dur(stop[i] - start[i]) + ")" : "at " + secs(start[i], 6));
       return;
     }
-    add(tip, "div", null, "value " + D.vals[VL[i]]);
-    if (ER[i] >= 0) add(tip, "div", "w", "error " + D.vals[ER[i]]);
-    if (MK[i] != null) add(tip, "div", "w", "marked: " + D.vals[MK[i]]);
+    add(tip, "div", null, "value " + val(VL[i]));
+    if (ER[i] >= 0) add(tip, "div", "w", "error " + val(ER[i]));
+    if (MK[i] != null) add(tip, "div", "w", "marked: " + val(MK[i]));
     var when = "invoked at " + secs(start[i], 6);
     if (o === 3) when += ", never completed: drawn to the end";
     else if (o === 4 && DUR[i] < 0) when += ", never ended: drawn to the end";

@@ -95,6 +95,9 @@ func decodePage(t *testing.T, page string) decoded {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if d.Vals, err = timelinepage.DecodeVals(d.ValT, d.ValN); err != nil {
+		t.Fatal(err)
+	}
 	return decoded{d, ops}
 }
 
@@ -420,4 +423,32 @@ func nemesisOps(nem []history.Event) int {
 		}
 	}
 	return n
+}
+
+// The page's texts go as shapes and numbers and come back as they were,
+// whatever digits they hold; texts of one shape share it.
+func TestEncodeVals(t *testing.T) {
+	vals := []string{
+		"", "0", "17", "→ 17", "[17,18]", "[0,449580]", "→ 0", "null", "timeout",
+		"007", "1.05", "-3", "x9", "9x", "999999999999999", "1000000000000000",
+		"18446744073709551616", "a1b22c333", "p1 → 2 · ñ 3", "1 2", "[5,6]", "42",
+	}
+	shapes, nums := encodeVals(vals)
+	got, err := timelinepage.DecodeVals(shapes, nums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, vals) {
+		t.Errorf("decoded %q\nwant    %q", got, vals)
+	}
+	var flat []string
+	for _, s := range shapes {
+		flat = append(flat, strings.Join(s, "#"))
+	}
+	// The numbers: at most 15 digits, no leading zero.
+	want := []string{"", "#", "→ #", "[#,#]", "null", "timeout", "007", "#.05", "-#", "x#", "#x",
+		"1000000000000000", "18446744073709551616", "a#b#c#", "p# → # · ñ #", "# #"}
+	if !slices.Equal(flat, want) {
+		t.Errorf("shapes %q\nwant   %q", flat, want)
+	}
 }

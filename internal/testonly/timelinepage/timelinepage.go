@@ -9,14 +9,22 @@
 //	completed), f·8 + outcome, value·2 + has-error[, error]
 //
 // where lane indexes "lanes", f indexes "fs", value and error index
-// "vals", and the outcome is 0 ok, 1 fail, 2 info, 3 pending, 4 nemesis,
+// the texts (below), and the outcome is 0 ok, 1 fail, 2 info, 3 pending, 4 nemesis,
 // 5 a lane event, 6 a bad lane event. "n" is the number of operations.
+//
+// The texts (values, errors, notes) are "valt", a list of shapes, each a
+// list of pieces of text, and "valn", base64 of unsigned varints: per
+// text, its shape's index and then a number to put between each two
+// pieces.
 package timelinepage
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Ops are a page's operations, column by column.
@@ -30,6 +38,36 @@ type Ops struct {
 	// Err maps the position of each operation with an error to the
 	// error's index in the values.
 	Err map[int]int
+}
+
+// DecodeVals decodes a page's texts from their shapes and numbers.
+func DecodeVals(shapes [][]string, nums string) ([]string, error) {
+	b, err := base64.StdEncoding.DecodeString(nums)
+	if err != nil {
+		return nil, fmt.Errorf("timeline texts: %w", err)
+	}
+	var out []string
+	for pos := 0; pos < len(b); {
+		k, n := binary.Uvarint(b[pos:])
+		if n <= 0 || k >= uint64(len(shapes)) {
+			return nil, fmt.Errorf("timeline texts: text %d: bad shape at byte %d", len(out), pos)
+		}
+		pos += n
+		shape := shapes[k]
+		var s strings.Builder
+		s.WriteString(shape[0])
+		for _, piece := range shape[1:] {
+			x, n := binary.Uvarint(b[pos:])
+			if n <= 0 {
+				return nil, fmt.Errorf("timeline texts: text %d: bad number at byte %d", len(out), pos)
+			}
+			pos += n
+			s.WriteString(strconv.FormatUint(x, 10))
+			s.WriteString(piece)
+		}
+		out = append(out, s.String())
+	}
+	return out, nil
 }
 
 // Decode decodes the n operations of the ops text of a page.
