@@ -446,15 +446,20 @@ func encodeVals(vals []string) ([][]string, string) {
 // opsWriter encodes operations for the page: per operation, unsigned
 // varints of its lane, its start minus the previous one's (µs, never
 // negative: operations come in start order), its duration plus one (0
-// for one that never completed), f·8 + outcome, and value·2 + 1 when an
-// error's index follows, else value·2. Most operations take 7 to 9 bytes.
+// for one that never completed), f·8 + outcome, and v·2 + 1 when an
+// error's index follows, else v·2. The value goes as v, the zigzag of
+// its index minus one past the highest index an earlier operation's
+// value had: texts are numbered as they first appear, so a new value is
+// 0 and a read of the value just written 1, a byte where the index took
+// three. Most operations take 7 to 9 bytes.
 type opsWriter struct {
 	buf  []byte
 	prev int64
+	hi   int // one past the highest value index written
 }
 
 func (w *opsWriter) op(lane int, start, dur int64, out outcome, f, value, err int) {
-	v := uint64(value) << 1
+	v := zigzag(value-w.hi) << 1
 	if err >= 0 {
 		v |= 1
 	}
@@ -467,6 +472,15 @@ func (w *opsWriter) op(lane int, start, dur int64, out outcome, f, value, err in
 		w.buf = binary.AppendUvarint(w.buf, uint64(err))
 	}
 	w.prev = start
+	w.hi = max(w.hi, value+1)
+}
+
+// zigzag maps 0, -1, 1, -2, … to 0, 1, 2, 3, ….
+func zigzag(d int) uint64 {
+	if d < 0 {
+		return uint64(-d)*2 - 1
+	}
+	return uint64(d) * 2
 }
 
 // workers groups the client processes into the workers that ran them, in

@@ -118,7 +118,7 @@ const timelineScript = `</script>
     return VALS[k];
   }
   (function () {
-    var uv = varints(D.ops).next;
+    var uv = varints(D.ops).next, hi = 0;
     for (i = 0; i < N; i++) {
       LN[i] = uv();
       t += uv();
@@ -128,8 +128,11 @@ const timelineScript = `</script>
       stop[i] = d < 0 ? END : t + d;
       OUT[i] = fo & 7;
       FN[i] = Math.floor(fo / 8);
-      VL[i] = Math.floor(v / 2);
-      ER[i] = v & 1 ? uv() : -1;
+      // v/2 is the zigzag of the value's index minus hi (see opsWriter).
+      var z = Math.floor(v / 2);
+      VL[i] = hi + (z % 2 ? -(z + 1) / 2 : z / 2);
+      hi = Math.max(hi, VL[i] + 1);
+      ER[i] = v % 2 ? uv() : -1;
     }
   })();
   function out(i) { return OUT[i]; }

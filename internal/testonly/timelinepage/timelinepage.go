@@ -6,11 +6,14 @@
 // run of unsigned varints (LEB128) per operation, in invoke order:
 //
 //	lane, start − previous start (µs), duration + 1 (µs; 0: never
-//	completed), f·8 + outcome, value·2 + has-error[, error]
+//	completed), f·8 + outcome, v·2 + has-error[, error]
 //
-// where lane indexes "lanes", f indexes "fs", value and error index
-// the texts (below), and the outcome is 0 ok, 1 fail, 2 info, 3 pending, 4 nemesis,
-// 5 a lane event, 6 a bad lane event. "n" is the number of operations.
+// where lane indexes "lanes", f indexes "fs", the error indexes the texts
+// (below), v is the zigzag (0, -1, 1, -2, … as 0, 1, 2, 3, …) of the
+// value's index into the texts minus one past the highest index of the
+// values before, and the outcome is 0 ok, 1 fail, 2 info, 3 pending,
+// 4 nemesis, 5 a lane event, 6 a bad lane event. "n" is the number of
+// operations.
 //
 // The texts (values, errors, notes) are "valt", a list of shapes, each a
 // list of pieces of text, and "valn", base64 of unsigned varints: per
@@ -95,7 +98,7 @@ func Decode(ops string, n int) (Ops, error) {
 			}
 		}
 	}
-	var t int64
+	var t, hi int64
 	for i := range n {
 		var v [5]int64
 		for k := range v {
@@ -109,7 +112,13 @@ func Decode(ops string, n int) (Ops, error) {
 		o.Dur = append(o.Dur, v[2]-1)
 		o.Out = append(o.Out, '0'+byte(v[3]&7))
 		o.F = append(o.F, int(v[3]>>3))
-		o.Val = append(o.Val, int(v[4]>>1))
+		z := int64(v[4] >> 1)
+		val := hi + z/2
+		if z%2 == 1 {
+			val = hi - (z+1)/2
+		}
+		hi = max(hi, val+1)
+		o.Val = append(o.Val, int(val))
 		if v[4]&1 == 1 {
 			e, err := next()
 			if err != nil {
