@@ -2,8 +2,10 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,7 +140,7 @@ func TestTimeline200kInBrowser(t *testing.T) {
 	if err := Timeline(&buf, "200k", events, faults); err != nil {
 		t.Fatal(err)
 	}
-	path := writePage(t, t.TempDir(), strings.Replace(buf.String(), "</body>", bandsProbe+opProbe+"</body>", 1))
+	path := writePage(t, t.TempDir(), strings.Replace(buf.String(), "</body>", decodeProbe+bandsProbe+opProbe+"</body>", 1))
 	got, _ := browse(t, path, 120*time.Second)
 	t.Logf("page %.1f MB; steps (mode:ops drawn:band columns): %s", float64(buf.Len())/1e6, got["steps"])
 	steps := strings.Fields(got["steps"])
@@ -158,12 +160,45 @@ func TestTimeline200kInBrowser(t *testing.T) {
 			t.Errorf("step %d: zoomed in, drew %d ops and %d band columns; want 1 to %d and none", k, drawn, cols, DefaultSummarize)
 		}
 	}
+	// The script decodes the ops as timelinepage does (checked against
+	// the history by TestTimelineData): every field of the first 5,000.
+	d := decodePage(t, buf.String())
+	var want []string
+	for i := range 5000 {
+		stop := d.Start[i] + d.Dur[i]
+		if d.Dur[i] < 0 {
+			stop = d.End // never completed: drawn to the end
+		}
+		want = append(want, fmt.Sprintf("%d,%d,%d,%d,%d,%d", d.Lane[i], d.F[i], d.Val[i], d.Out[i]-'0', d.Start[i], stop))
+	}
+	if got := strings.Split(got["decoded"], " "); !slices.Equal(got, want) {
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Errorf("op %d in the page's script: lane,f,value,outcome,start,stop %s; want %s", i, got[i], want[i])
+				break
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("the script decoded %d of the first ops, want %d", len(got), len(want))
+		}
+	}
 	// The tooltip of an op in view after the drag tells its value and
 	// times, as decoded from the page.
 	if !regexp.MustCompile(`^process p\d+ · (read|write|cas)(ok|fail|info)value .+invoked at \d+\.\d{6} s`).MatchString(got["optip"]) {
 		t.Errorf("tooltip of an op after zooming in: %q", got["optip"])
 	}
 }
+
+// decodeProbe records the first 5,000 ops as the page's script decoded
+// them: lane, f, value, outcome, start and stop.
+const decodeProbe = `<script>
+(function () {
+  var O = timeline.ops, out = [];
+  for (var i = 0; i < 5000; i++) out.push([O.l[i], O.f[i], O.v[i], O.o[i], O.start[i], O.stop[i]].join(","));
+  document.body.dataset.decoded = out.join(" ");
+})();
+</script>
+`
 
 // opProbe, after bandsProbe, hovers over the middle of an ok op of a
 // client row that is in view and records its tooltip.
