@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/timelinepage"
 	"github.com/ipfence/ipfence/jepsen/l2lab"
 	"github.com/ipfence/ipfence/verify/checker"
 	"github.com/ipfence/ipfence/verify/gen"
@@ -472,9 +473,8 @@ func checkOnPremTimeline(t *testing.T, path string, valid bool) {
 		Verdict  string   `json:"verdict"`
 		Lanes    []string `json:"lanes"`
 		Fs       []string `json:"fs"`
-		Lane     []int    `json:"l"`
-		Out      string   `json:"o"`
-		F        []int    `json:"f"`
+		N        int      `json:"n"`
+		Ops      string   `json:"ops"`
 		Checkers []struct {
 			Name     string `json:"n"`
 			Findings []struct {
@@ -500,10 +500,14 @@ func checkOnPremTimeline(t *testing.T, path string, valid bool) {
 	if valid {
 		return
 	}
+	ops, err := timelinepage.Decode(d.Ops, d.N)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 	arp := slices.IndexFunc(d.Lanes, func(l string) bool { return strings.HasPrefix(l, "ARP ") })
 	red := 0
-	for k := range d.Lane {
-		if d.Lane[k] == arp && d.Out[k] == '6' && strings.Contains(d.Fs[d.F[k]], "h1") && strings.Contains(d.Fs[d.F[k]], "+") {
+	for k := range ops.Lane {
+		if ops.Lane[k] == arp && ops.Out[k] == '6' && strings.Contains(d.Fs[ops.F[k]], "h1") && strings.Contains(d.Fs[ops.F[k]], "+") {
 			red++
 		}
 	}

@@ -2,7 +2,10 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,3 +125,94 @@ type countWriter int
 func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
 
 var _ io.Writer = (*countWriter)(nil)
+
+// TestTimeline200kInBrowser loads a page of 200,000 operations with the
+// default threshold in chromium: it opens as bands, and a click on them
+// (an eightfold zoom) reaches single ops, as does a drag over a
+// twentieth of the run; the ops the bars and tooltips need come from the
+// page's compact encoding.
+func TestTimeline200kInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chromium on 200,000 operations takes seconds")
+	}
+	events, faults := synthetic(2, 200_000, 10)
+	var buf bytes.Buffer
+	if err := Timeline(&buf, "200k", events, faults); err != nil {
+		t.Fatal(err)
+	}
+	path := writePage(t, t.TempDir(), strings.Replace(buf.String(), "</body>", decodeProbe+bandsProbe+opProbe+"</body>", 1))
+	got, _ := browse(t, path, 120*time.Second)
+	t.Logf("page %.1f MB; steps (mode:ops drawn:band columns): %s", float64(buf.Len())/1e6, got["steps"])
+	steps := strings.Fields(got["steps"])
+	if len(steps) != 4 {
+		t.Fatalf("steps %q, want 4 (data %v)", got["steps"], got)
+	}
+	for k, wantMode := range []string{"bands", "ops", "bands", "ops"} {
+		f := strings.Split(steps[k], ":")
+		drawn, _ := strconv.Atoi(f[1])
+		cols, _ := strconv.Atoi(f[2])
+		switch {
+		case f[0] != wantMode:
+			t.Errorf("step %d: mode %s, want %s (steps %s)", k, f[0], wantMode, got["steps"])
+		case wantMode == "bands" && (drawn != 0 || cols < 1000):
+			t.Errorf("step %d: bands drew %d ops and %d columns; want none and over a thousand", k, drawn, cols)
+		case wantMode == "ops" && (drawn == 0 || drawn > DefaultSummarize || cols != 0):
+			t.Errorf("step %d: zoomed in, drew %d ops and %d band columns; want 1 to %d and none", k, drawn, cols, DefaultSummarize)
+		}
+	}
+	// The script decodes the ops as timelinepage does (checked against
+	// the history by TestTimelineData): every field of the first 5,000.
+	d := decodePage(t, buf.String())
+	var want []string
+	for i := range 5000 {
+		stop := d.Start[i] + d.Dur[i]
+		if d.Dur[i] < 0 {
+			stop = d.End // never completed: drawn to the end
+		}
+		want = append(want, fmt.Sprintf("%d,%d,%d,%d,%d,%d", d.Lane[i], d.F[i], d.Val[i], d.Out[i]-'0', d.Start[i], stop))
+	}
+	if got := strings.Split(got["decoded"], " "); !slices.Equal(got, want) {
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Errorf("op %d in the page's script: lane,f,value,outcome,start,stop %s; want %s", i, got[i], want[i])
+				break
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("the script decoded %d of the first ops, want %d", len(got), len(want))
+		}
+	}
+	// The tooltip of an op in view after the drag tells its value and
+	// times, as decoded from the page.
+	if !regexp.MustCompile(`^process p\d+ · (read|write|cas)(ok|fail|info)value .+invoked at \d+\.\d{6} s`).MatchString(got["optip"]) {
+		t.Errorf("tooltip of an op after zooming in: %q", got["optip"])
+	}
+}
+
+// decodeProbe records the first 5,000 ops as the page's script decoded
+// them: lane, f, value, outcome, start and stop.
+const decodeProbe = `<script>
+(function () {
+  var O = timeline.ops, out = [];
+  for (var i = 0; i < 5000; i++) out.push([O.l[i], O.f[i], O.v[i], O.o[i], O.start[i], O.stop[i]].join(","));
+  document.body.dataset.decoded = out.join(" ");
+})();
+</script>
+`
+
+// opProbe, after bandsProbe, hovers over the middle of an ok op of a
+// client row that is in view and records its tooltip.
+const opProbe = `<script>
+(function () {
+  var O = timeline.ops, view = document.getElementById("view"), v = view.getBoundingClientRect();
+  for (var i = 0; i < O.l.length; i++) {
+    if (O.o[i] !== 0) continue;
+    var r = timeline.box(i);
+    if (r.x < v.left + 100 || r.x + r.w > v.right - 20 || r.y < v.top + 40 || r.y + r.h > v.bottom - 20) continue;
+    view.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: r.x + r.w / 2, clientY: r.y + r.h / 2 }));
+    document.body.dataset.optip = document.getElementById("tip").textContent;
+    break;
+  }
+})();
+</script>
+`

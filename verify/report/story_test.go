@@ -43,7 +43,7 @@ func storyOptions() TimelineOptions {
 	}
 }
 
-func storyPage(t *testing.T) (string, timelineData) {
+func storyPage(t *testing.T) (string, decoded) {
 	t.Helper()
 	events, faults := small()
 	o := storyOptions()
@@ -129,8 +129,8 @@ const clickFinding = `<script>
   b.dataset.pinned = tip.style.display + " " + tip.textContent;
   b.dataset.on = go[0].className;
   document.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape" }));
-  var D = JSON.parse(document.getElementById("data").textContent), read = -1;
-  for (var i = 0; i < D.l.length; i++) if (D.lanes[D.l[i]] === "client 1" && D.fs[D.f[i]] === "read") read = i;
+  var D = JSON.parse(document.getElementById("data").textContent), O = timeline.ops, read = -1;
+  for (var i = 0; i < O.l.length; i++) if (D.lanes[O.l[i]] === "client 1" && D.fs[O.f[i]] === "read") read = i;
   var r = timeline.box(read);
   view.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: r.x + Math.min(r.w / 2, 20), clientY: r.y + r.h / 2 }));
   b.dataset.marked = tip.textContent;

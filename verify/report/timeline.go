@@ -2,11 +2,15 @@ package report
 
 import (
 	"cmp"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"html"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
@@ -26,10 +30,11 @@ import (
 // as \u003c, so no value can end the element early. The script puts every
 // string on the page with textContent or fillText, never innerHTML.
 
-// timelineData is the JSON document the page draws. Operations are stored
-// as columns of numbers, with short keys, because a page of 100,000
-// operations holds 100,000 of each: columns of small integers are about a
-// third of the size of an object per operation.
+// timelineData is the JSON document the page draws. A page must open in
+// seconds with a million operations, and the browser's time goes mostly
+// into reading the document's bytes: so the operations are one compact
+// string (Ops) rather than JSON numbers, a third of the size, which the
+// script decodes into typed arrays in one pass.
 type timelineData struct {
 	Title string `json:"title"`
 	// End is the right edge of the chart in µs since the test started: the
@@ -45,21 +50,18 @@ type timelineData struct {
 	// Fs and Vals are the distinct functions and texts (values and
 	// errors); operations refer to them by index, since they repeat: a
 	// register's few values, "nil" for every read invoke, "timeout".
-	Fs   []string `json:"fs"`
-	Vals []string `json:"vals"`
-	// One entry per operation, in order of invoke time.
-	Lane  []int   `json:"l"` // index into Lanes
-	Start []int64 `json:"s"` // invoke time in µs, minus the previous op's
-	Dur   []int64 `json:"d"` // µs from invoke to completion; -1: never completed
-	// Out is the outcomes as a string of digits, one per operation (a
-	// byte each rather than two): 0 ok, 1 fail, 2 info, 3 pending,
-	// 4 nemesis, 5 a lane event, 6 a bad lane event.
-	Out string `json:"o"`
-	F   []int  `json:"f"` // index into Fs
-	Val []int  `json:"v"` // index into Vals
-	// Err maps the position of each operation that has an error to the
-	// error's index in Vals.
-	Err map[int]int `json:"err,omitempty"`
+	// Vals goes on the page as ValT and ValN (see encodeVals): a
+	// million-op run writes hundreds of thousands of distinct values,
+	// most of them numbers in a few shapes ("17", "→ 17", "[17,18]").
+	Fs   []string   `json:"fs"`
+	Vals []string   `json:"-"`
+	ValT [][]string `json:"valt"`
+	ValN string     `json:"valn"`
+	// N is the number of operations, and Ops the operations in order of
+	// invoke time: base64 of a run of unsigned varints per operation
+	// (see opsWriter; internal/testonly/timelinepage reads them back).
+	N   int    `json:"n"`
+	Ops string `json:"ops"`
 	// Mark maps the position of each marked operation to its note's
 	// index in Vals.
 	Mark   map[int]int `json:"mk,omitempty"`
@@ -246,12 +248,9 @@ type pageFinding struct {
 
 // timeline gathers what the page shows.
 func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData {
-	n := len(r.spans)
 	d := &timelineData{
 		Title: o.Title, Verdict: o.Verdict, End: micros(r.end),
 		Lanes: []string{}, Group: []int{}, Fs: []string{}, Vals: []string{},
-		Lane: make([]int, 0, n), Start: make([]int64, 0, n), Dur: make([]int64, 0, n),
-		F: make([]int, 0, n), Val: make([]int, 0, n),
 		Faults: []pageFault{}, Dense: cmp.Or(o.Summarize, DefaultSummarize),
 	}
 	for _, f := range r.faults {
@@ -355,8 +354,7 @@ func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData 
 		}
 		return i
 	}
-	var prev int64
-	out := make([]byte, 0, len(spans))
+	ops := opsWriter{buf: make([]byte, 0, 8*len(spans))}
 	for i, s := range spans {
 		lane := procLane[s.proc]
 		switch s.outcome {
@@ -370,19 +368,11 @@ func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData 
 		if s.outcome == pendingOut {
 			dur = -1
 		}
-		d.Lane = append(d.Lane, lane)
-		d.Start = append(d.Start, start-prev)
-		prev = start
-		d.Dur = append(d.Dur, dur)
-		out = append(out, '0'+byte(s.outcome))
-		d.F = append(d.F, intern(fIndex, &d.Fs, s.f))
-		d.Val = append(d.Val, intern(vIndex, &d.Vals, s.value))
+		f, v, e := intern(fIndex, &d.Fs, s.f), intern(vIndex, &d.Vals, s.value), -1
 		if s.err != "" {
-			if d.Err == nil {
-				d.Err = make(map[int]int)
-			}
-			d.Err[i] = intern(vIndex, &d.Vals, s.err)
+			e = intern(vIndex, &d.Vals, s.err)
 		}
+		ops.op(lane, start, dur, s.outcome, f, v, e)
 		if note, ok := o.Marks[s.call]; ok && s.outcome <= pendingOut {
 			if d.Mark == nil {
 				d.Mark = make(map[int]int)
@@ -390,8 +380,107 @@ func (r *run) timeline(events []history.Event, o TimelineOptions) *timelineData 
 			d.Mark[i] = intern(vIndex, &d.Vals, clip(note))
 		}
 	}
-	d.Out = string(out)
+	d.N = len(spans)
+	d.Ops = base64.StdEncoding.EncodeToString(ops.buf)
+	d.ValT, d.ValN = encodeVals(d.Vals)
 	return d
+}
+
+// encodeVals writes texts as shapes and numbers: each text's runs of
+// digits that read as a number (up to 15 digits, no leading zero, so
+// that the page's arithmetic and printing give them back exactly) are
+// cut out, leaving its shape, the pieces of text around them. The shapes
+// are listed once; each text is then a run of unsigned varints, its
+// shape's index and its numbers, all in one base64 string. The page
+// decodes them on first need: a tooltip or a bar wide enough for its
+// text.
+func encodeVals(vals []string) ([][]string, string) {
+	shapes := [][]string{}
+	index := make(map[string]int)
+	var buf []byte
+	var nums []uint64
+	for _, v := range vals {
+		var pieces []string
+		nums = nums[:0]
+		lit := 0 // start of the current piece
+		for i := 0; i < len(v); {
+			if v[i] < '0' || v[i] > '9' {
+				i++
+				continue
+			}
+			j := i
+			for j < len(v) && v[j] >= '0' && v[j] <= '9' {
+				j++
+			}
+			if j-i <= 15 && (j-i == 1 || v[i] != '0') {
+				n, _ := strconv.ParseUint(v[i:j], 10, 64)
+				pieces = append(pieces, v[lit:i])
+				nums = append(nums, n)
+				lit = j
+			}
+			i = j
+		}
+		pieces = append(pieces, v[lit:])
+		// The key prefixes each piece with its length, so that no two
+		// shapes share one.
+		var key strings.Builder
+		for _, p := range pieces {
+			key.WriteString(strconv.Itoa(len(p)))
+			key.WriteByte(':')
+			key.WriteString(p)
+		}
+		k, ok := index[key.String()]
+		if !ok {
+			k = len(shapes)
+			index[key.String()] = k
+			shapes = append(shapes, pieces)
+		}
+		buf = binary.AppendUvarint(buf, uint64(k))
+		for _, n := range nums {
+			buf = binary.AppendUvarint(buf, n)
+		}
+	}
+	return shapes, base64.StdEncoding.EncodeToString(buf)
+}
+
+// opsWriter encodes operations for the page: per operation, unsigned
+// varints of its lane, its start minus the previous one's (µs, never
+// negative: operations come in start order), its duration plus one (0
+// for one that never completed), f·8 + outcome, and v·2 + 1 when an
+// error's index follows, else v·2. The value goes as v, the zigzag of
+// its index minus one past the highest index an earlier operation's
+// value had: texts are numbered as they first appear, so a new value is
+// 0 and a read of the value just written 1, a byte where the index took
+// three. Most operations take 7 to 9 bytes.
+type opsWriter struct {
+	buf  []byte
+	prev int64
+	hi   int // one past the highest value index written
+}
+
+func (w *opsWriter) op(lane int, start, dur int64, out outcome, f, value, err int) {
+	v := zigzag(value-w.hi) << 1
+	if err >= 0 {
+		v |= 1
+	}
+	w.buf = binary.AppendUvarint(w.buf, uint64(lane))
+	w.buf = binary.AppendUvarint(w.buf, uint64(start-w.prev))
+	w.buf = binary.AppendUvarint(w.buf, uint64(dur+1))
+	w.buf = binary.AppendUvarint(w.buf, uint64(f)<<3|uint64(out))
+	w.buf = binary.AppendUvarint(w.buf, v)
+	if err >= 0 {
+		w.buf = binary.AppendUvarint(w.buf, uint64(err))
+	}
+	w.prev = start
+	w.hi = max(w.hi, value+1)
+}
+
+// zigzag maps 0, -1, 1, -2, … to 0, 1, 2, 3, ….
+func zigzag(d int) uint64 {
+	if d < 0 {
+		return uint64(-d)*2 - 1
+	}
+	return uint64(d) * 2
 }
 
 // workers groups the client processes into the workers that ran them, in

@@ -67,7 +67,7 @@ const timelineScript = `</script>
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("data").textContent);
-  var N = D.l.length, NL = D.lanes.length, END = Math.max(D.end, 1);
+  var N = D.n, NL = D.lanes.length, END = Math.max(D.end, 1);
   var CLS = ["ok", "fail", "info", "pending", "nemesis", "event", "bad event"];
   var COL = ["#5aa860", "#d9473f", "#f0a33a", "#f0a33a", "#8e6cc4", "#4f7fb8", "#c8102e"];
   // Marked ops (a checker singled them out), in invoke order.
@@ -81,14 +81,61 @@ const timelineScript = `</script>
   var HUES = [[226, 74, 51], [52, 108, 214], [150, 84, 196], [16, 148, 136], [196, 140, 12], [110, 110, 110]];
   var AXIS = 24, FROW = 16, LABEL = 72, PAD = 16, TIP = 3;
 
-  function out(i) { return D.o.charCodeAt(i) - 48; }
-  // Absolute times (µs) of every op.
-  var start = new Float64Array(N), stop = new Float64Array(N), i, l, k, t = 0;
-  for (i = 0; i < N; i++) {
-    t += D.s[i];
-    start[i] = t;
-    stop[i] = D.d[i] < 0 ? END : t + D.d[i];
+  // The ops, decoded from D.ops in one pass into a typed array per field
+  // (see opsWriter): lane, absolute start and stop (µs), duration (-1:
+  // never completed), outcome, f, value and error (-1: none).
+  var LN = new Int32Array(N), start = new Float64Array(N), stop = new Float64Array(N), DUR = new Float64Array(N);
+  var OUT = new Uint8Array(N), FN = new Int32Array(N), VL = new Int32Array(N), ER = new Int32Array(N);
+  var i, l, k, t = 0;
+  // varints reads the unsigned varints of base64 text b64: next() is the
+  // next one, more() whether there is one. Multiplying rather than
+  // shifting keeps numbers past 2^31 right.
+  function varints(b64) {
+    var bin = atob(b64), pos = 0;
+    return {
+      more: function () { return pos < bin.length; },
+      next: function () {
+        var x = 0, m = 1, c;
+        do { c = bin.charCodeAt(pos++); x += (c & 127) * m; m *= 128; } while (c > 127);
+        return x;
+      }
+    };
   }
+  // val returns text k (a value, an error, a note), decoding them all
+  // from their shapes and numbers (see encodeVals) on the first call:
+  // opening a page of bands needs none.
+  var VALS = null;
+  function val(k) {
+    if (!VALS) {
+      VALS = [];
+      var r = varints(D.valn);
+      while (r.more()) {
+        var shape = D.valt[r.next()], s = shape[0];
+        for (var j = 1; j < shape.length; j++) s += r.next() + shape[j];
+        VALS.push(s);
+      }
+    }
+    return VALS[k];
+  }
+  (function () {
+    var uv = varints(D.ops).next, hi = 0;
+    for (i = 0; i < N; i++) {
+      LN[i] = uv();
+      t += uv();
+      start[i] = t;
+      var d = uv() - 1, fo = uv(), v = uv();
+      DUR[i] = d;
+      stop[i] = d < 0 ? END : t + d;
+      OUT[i] = fo & 7;
+      FN[i] = Math.floor(fo / 8);
+      // v/2 is the zigzag of the value's index minus hi (see opsWriter).
+      var z = Math.floor(v / 2);
+      VL[i] = hi + (z % 2 ? -(z + 1) / 2 : z / 2);
+      hi = Math.max(hi, VL[i] + 1);
+      ER[i] = v % 2 ? uv() : -1;
+    }
+  })();
+  function out(i) { return OUT[i]; }
 
   // Rows: by default a lane per process. When a run crashed so often that
   // its processes' lanes do not fit, each worker's processes share a row
@@ -119,7 +166,7 @@ const timelineScript = `</script>
     rows.forEach(function (r) { r.label = D.lanes[r.lane] + (r.n > 1 ? " +" + (r.n - 1) : ""); });
     var fill = [];
     for (k = 0; k < NR; k++) fill.push(0);
-    for (i = 0; i < N; i++) fill[rowOf[D.l[i]]]++;
+    for (i = 0; i < N; i++) fill[rowOf[LN[i]]]++;
     rowOps = [];
     reach = [];
     for (k = 0; k < NR; k++) {
@@ -128,7 +175,7 @@ const timelineScript = `</script>
       fill[k] = 0;
     }
     for (i = 0; i < N; i++) {
-      var r = rowOf[D.l[i]], j = fill[r]++;
+      var r = rowOf[LN[i]], j = fill[r]++;
       rowOps[r][j] = i;
       reach[r][j] = j ? Math.max(reach[r][j - 1], stop[i]) : stop[i];
     }
@@ -142,7 +189,7 @@ const timelineScript = `</script>
     for (i = 0; i < N; i++) {
       var o = out(i);
       if (o >= 4) continue;
-      counts[rowOf[D.l[i]]][Math.min(NB - 1, Math.floor(start[i] / END * NB)) * 3 + (o < 2 ? o : 2)]++;
+      counts[rowOf[LN[i]]][Math.min(NB - 1, Math.floor(start[i] / END * NB)) * 3 + (o < 2 ? o : 2)]++;
     }
   }
   // inView counts the ops of rows l0 to l1 that overlap t0 to t1, up to
@@ -279,11 +326,11 @@ const timelineScript = `</script>
     for (i = 0; i < N && at < 0; i++) if (out(i) >= 5 && start[i] === s) at = i;
     if (pin) {
       for (i = at; at >= 0 && i < N && start[i] <= s; i++) {
-        if (out(i) >= 5 && start[i] === s && D.fs[D.f[i]] === pin) { at = i; break; }
+        if (out(i) >= 5 && start[i] === s && D.fs[FN[i]] === pin) { at = i; break; }
       }
     }
     if (at >= 0) {
-      var y = rowOf[D.l[at]] * rowH;
+      var y = rowOf[LN[at]] * rowH;
       if (y < view.scrollTop || y > view.scrollTop + H - TOP - rowH) view.scrollTop = Math.max(0, y - (H - TOP) / 2);
     }
     pinned = at;
@@ -391,7 +438,7 @@ const timelineScript = `</script>
     // The nemesis's few ops are what the faults hang on: never thinner
     // than 3 px.
     return {
-      x: LABEL + start[i] * scale - sl, y: TOP + rowOf[D.l[i]] * rowH - st + inset(),
+      x: LABEL + start[i] * scale - sl, y: TOP + rowOf[LN[i]] * rowH - st + inset(),
       w: Math.max(w, out(i) === 6 ? 5 : out(i) >= 4 ? 3 : 1), h: barH()
     };
   }
@@ -487,9 +534,9 @@ const timelineScript = `</script>
       ctx.clip();
       ctx.fillStyle = out(i) === 1 || out(i) >= 4 ? "#fff" : "#1d232b";
       // A read's invoke value says nothing: leave it to the tooltip.
-      var v = D.vals[D.v[i]];
+      var v = val(VL[i]);
       // A lane event's text says what it is; its detail is for the tooltip.
-      ctx.fillText(D.fs[D.f[i]] + (v === "null" || out(i) >= 5 ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
+      ctx.fillText(D.fs[FN[i]] + (v === "null" || out(i) >= 5 ? "" : " " + v), Math.max(b.x, LABEL) + 3, b.y + b.h / 2 + 0.5);
       ctx.restore();
     });
 
@@ -500,7 +547,7 @@ const timelineScript = `</script>
       ctx.lineWidth = 1.5;
       marked.forEach(function (i) {
         if (stop[i] < t0 || start[i] > t1) return;
-        var r = rowOf[D.l[i]];
+        var r = rowOf[LN[i]];
         if (r < l0 || r > l1) return;
         var b = barBox(i, sl, st), x = Math.max(b.x, LABEL);
         ctx.strokeRect(x - 1, b.y - 1, Math.max(Math.min(b.w, W - x), 1) + 2, b.h + 2);
@@ -742,21 +789,21 @@ const timelineScript = `</script>
 
   function tipOp(i) {
     tip.textContent = "";
-    var o = out(i), lane = D.lanes[D.l[i]];
-    add(tip, "div", "h", (/^p[0-9]+$/.test(lane) ? "process " : "") + lane + " · " + D.fs[D.f[i]]);
+    var o = out(i), lane = D.lanes[LN[i]];
+    add(tip, "div", "h", (/^p[0-9]+$/.test(lane) ? "process " : "") + lane + " · " + D.fs[FN[i]]);
     var badge = add(add(tip, "div"), "span", "o", CLS[o]);
     badge.style.background = COL[o];
     if (o >= 5) {
-      if (D.vals[D.v[i]]) add(tip, "div", o === 6 ? "w" : null, D.vals[D.v[i]]);
-      add(tip, "div", null, D.d[i] > 0 ? "from " + secs(start[i], 6) + " to " + secs(stop[i], 6) + " (" + dur(stop[i] - start[i]) + ")" : "at " + secs(start[i], 6));
+      if (val(VL[i])) add(tip, "div", o === 6 ? "w" : null, val(VL[i]));
+      add(tip, "div", null, DUR[i] > 0 ? "from " + secs(start[i], 6) + " to " + secs(stop[i], 6) + " (" + dur(stop[i] - start[i]) + ")" : "at " + secs(start[i], 6));
       return;
     }
-    add(tip, "div", null, "value " + D.vals[D.v[i]]);
-    if (D.err && D.err[i] != null) add(tip, "div", "w", "error " + D.vals[D.err[i]]);
-    if (MK[i] != null) add(tip, "div", "w", "marked: " + D.vals[MK[i]]);
+    add(tip, "div", null, "value " + val(VL[i]));
+    if (ER[i] >= 0) add(tip, "div", "w", "error " + val(ER[i]));
+    if (MK[i] != null) add(tip, "div", "w", "marked: " + val(MK[i]));
     var when = "invoked at " + secs(start[i], 6);
     if (o === 3) when += ", never completed: drawn to the end";
-    else if (o === 4 && D.d[i] < 0) when += ", never ended: drawn to the end";
+    else if (o === 4 && DUR[i] < 0) when += ", never ended: drawn to the end";
     else when += ", " + (o === 4 ? "ended" : CLS[o]) + " at " + secs(stop[i], 6) + " after " + dur(stop[i] - start[i]);
     add(tip, "div", null, when);
     var during = faults.filter(function (f) { return f.s <= stop[i] && f.e >= start[i]; }).map(function (f) { return f.n; });
@@ -886,7 +933,10 @@ const timelineScript = `</script>
     },
     x: function (t) { return view.getBoundingClientRect().left + xOf(t); },
     // y is the middle of row l in client coordinates.
-    y: function (l) { return view.getBoundingClientRect().top + TOP + l * rowH - view.scrollTop + rowH / 2; }
+    y: function (l) { return view.getBoundingClientRect().top + TOP + l * rowH - view.scrollTop + rowH / 2; },
+    // ops are the decoded ops: l (lane), f and v (indexes into lanes, fs
+    // and vals), o (outcome), start and stop (µs).
+    ops: { l: LN, f: FN, v: VL, o: OUT, start: start, stop: stop }
   };
 
   // The label column fits the longest lane name, within reason.
@@ -905,6 +955,9 @@ const timelineScript = `</script>
   resize();
   scale = fitScale();
   relayout();
+  // When the first draw was done, in ms since navigation start: what
+  // BenchmarkTimeline1MLoad reads as the time the page takes to open.
+  document.body.dataset.ready = String(Math.round(performance.now()));
 })();
 </script>
 </body>

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ipfence/ipfence/internal/testonly/testenv"
+	"github.com/ipfence/ipfence/internal/testonly/timelinepage"
 	"github.com/ipfence/ipfence/verify/history"
 )
 
@@ -55,7 +56,7 @@ const dataOpen = `<script type="application/json" id="data">`
 
 // timelinePage writes the page and decodes its JSON document the way a
 // browser finds it: up to the first "</script" after its start.
-func timelinePage(t *testing.T, title string, events []history.Event, faults []Fault) (string, timelineData) {
+func timelinePage(t *testing.T, title string, events []history.Event, faults []Fault) (string, decoded) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := Timeline(&buf, title, events, faults); err != nil {
@@ -65,8 +66,15 @@ func timelinePage(t *testing.T, title string, events []history.Event, faults []F
 	return page, decodePage(t, page)
 }
 
-// decodePage decodes a page's JSON document the way a browser finds it.
-func decodePage(t *testing.T, page string) timelineData {
+// decoded is a page's JSON document with its ops decoded.
+type decoded struct {
+	timelineData
+	timelinepage.Ops
+}
+
+// decodePage decodes a page's JSON document the way a browser finds it,
+// and its ops.
+func decodePage(t *testing.T, page string) decoded {
 	t.Helper()
 	i := strings.Index(page, dataOpen)
 	if i < 0 {
@@ -83,7 +91,14 @@ func decodePage(t *testing.T, page string) timelineData {
 	if err := dec.Decode(&d); err != nil {
 		t.Fatalf("embedded JSON does not decode: %v", err)
 	}
-	return d
+	ops, err := timelinepage.Decode(d.Ops, d.N)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Vals, err = timelinepage.DecodeVals(d.ValT, d.ValN); err != nil {
+		t.Fatal(err)
+	}
+	return decoded{d, ops}
 }
 
 // row is one op of the page, decoded.
@@ -94,12 +109,10 @@ type row struct {
 	f, v, err  string
 }
 
-func rows(d timelineData) []row {
+func rows(d decoded) []row {
 	var out []row
-	var t int64
 	for i := range d.Lane {
-		t += d.Start[i]
-		r := row{d.Lanes[d.Lane[i]], t, d.Dur[i], outcomeNames[d.Out[i]-'0'], d.Fs[d.F[i]], d.Vals[d.Val[i]], ""}
+		r := row{d.Lanes[d.Lane[i]], d.Start[i], d.Dur[i], outcomeNames[d.Out[i]-'0'], d.Fs[d.F[i]], d.Vals[d.Val[i]], ""}
 		if e, ok := d.Err[i]; ok {
 			r.err = d.Vals[e]
 		}
@@ -295,9 +308,9 @@ func writePage(t *testing.T, dir, page string) string {
 const interact = `<script>
 (function () {
   var b = document.body, tip = document.getElementById("tip"), view = document.getElementById("view");
-  var D = JSON.parse(document.getElementById("data").textContent);
+  var D = JSON.parse(document.getElementById("data").textContent), O = timeline.ops;
   function find(lane, f) {
-    for (var i = 0; i < D.l.length; i++) if (D.lanes[D.l[i]] === lane && D.fs[D.f[i]] === f) return i;
+    for (var i = 0; i < O.l.length; i++) if (D.lanes[O.l[i]] === lane && D.fs[O.f[i]] === f) return i;
   }
   function at(type, i, opts) {
     var r = timeline.box(i), o = { bubbles: true, clientX: r.x + Math.min(r.w / 2, 20), clientY: r.y + r.h / 2 };
@@ -410,4 +423,32 @@ func nemesisOps(nem []history.Event) int {
 		}
 	}
 	return n
+}
+
+// The page's texts go as shapes and numbers and come back as they were,
+// whatever digits they hold; texts of one shape share it.
+func TestEncodeVals(t *testing.T) {
+	vals := []string{
+		"", "0", "17", "→ 17", "[17,18]", "[0,449580]", "→ 0", "null", "timeout",
+		"007", "1.05", "-3", "x9", "9x", "999999999999999", "1000000000000000",
+		"18446744073709551616", "a1b22c333", "p1 → 2 · ñ 3", "1 2", "[5,6]", "42",
+	}
+	shapes, nums := encodeVals(vals)
+	got, err := timelinepage.DecodeVals(shapes, nums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, vals) {
+		t.Errorf("decoded %q\nwant    %q", got, vals)
+	}
+	var flat []string
+	for _, s := range shapes {
+		flat = append(flat, strings.Join(s, "#"))
+	}
+	// The numbers: at most 15 digits, no leading zero.
+	want := []string{"", "#", "→ #", "[#,#]", "null", "timeout", "007", "#.05", "-#", "x#", "#x",
+		"1000000000000000", "18446744073709551616", "a#b#c#", "p# → # · ñ #", "# #"}
+	if !slices.Equal(flat, want) {
+		t.Errorf("shapes %q\nwant   %q", flat, want)
+	}
 }
