@@ -229,23 +229,14 @@ func (r *remoteNodes) install(ctx context.Context, node, bin, config string, sec
 // nodes' "listening on" line says they do.
 func (r *remoteNodes) listening(ctx context.Context, node string) error {
 	addr := net.JoinHostPort(r.address(node), strconv.Itoa(remotePort))
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if !r.procs.Running(ctx, node) {
-			return fmt.Errorf("ipfence node %s exited after its start: %s", node, r.logTail(node))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	switch err := control.WaitListening(ctx, addr, startTimeout, func() bool { return r.procs.Running(ctx, node) }); {
+	case errors.Is(err, control.ErrGone):
+		return fmt.Errorf("ipfence node %s exited after its start: %s", node, r.logTail(node))
+	case errors.Is(err, control.ErrNotListening):
+		return fmt.Errorf("ipfence node %s does not listen on %s after %v: %s", node, addr, startTimeout, r.logTail(node))
+	default:
+		return err
 	}
-	return fmt.Errorf("ipfence node %s does not listen on %s after %v: %s", node, addr, startTimeout, r.logTail(node))
 }
 
 // logTail is the end of node's log, for errors.

@@ -2,6 +2,7 @@ package etcdsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -190,23 +191,16 @@ func (c *remoteCluster) waitReady(ctx context.Context, node string) error {
 // connections, as the loopback cluster's Restart does.
 func (c *remoteCluster) listening(ctx context.Context, node string) error {
 	addr := strings.TrimPrefix(c.client[node], "http://")
-	deadline := time.Now().Add(restartWait)
-	for time.Now().Before(deadline) {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if !c.procs.Running(ctx, node) {
-			return fmt.Errorf("etcd member %s exited after restart: %s", node, c.logTail(node))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	switch err := control.WaitListening(ctx, addr, restartWait, func() bool { return c.procs.Running(ctx, node) }); {
+	case errors.Is(err, control.ErrGone):
+		return fmt.Errorf("etcd member %s exited after restart: %s", node, c.logTail(node))
+	case errors.Is(err, control.ErrNotListening):
+		// As the loopback cluster's Restart: a member slow to listen is
+		// left to the clients' retries and the checkers.
+		return nil
+	default:
+		return err
 	}
-	return nil
 }
 
 func (c *remoteCluster) daemon(node string) control.Daemon {
