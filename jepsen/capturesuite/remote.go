@@ -54,17 +54,9 @@ func RemoteNemeses() []string {
 
 // readNodesFile reads and checks a nodes file for the capture test.
 func readNodesFile(file string) ([]control.Node, error) {
-	f, err := os.Open(file)
+	nodes, err := control.ReadNodesFile(file, 2, 9, "the capture test")
 	if err != nil {
-		return nil, fmt.Errorf("--nodes-file: %w", err)
-	}
-	defer f.Close()
-	nodes, err := control.ParseNodes(f)
-	if err != nil {
-		return nil, fmt.Errorf("--nodes-file %s: %w", file, err)
-	}
-	if len(nodes) < 2 || len(nodes) > 9 {
-		return nil, fmt.Errorf("--nodes-file %s: %d nodes: the capture test takes 2 to 9", file, len(nodes))
+		return nil, err
 	}
 	for _, n := range nodes {
 		// A NIC's id ends in its node's name after the last '-' or '.'

@@ -56,19 +56,7 @@ type remoteCluster struct {
 
 // readNodesFile reads and checks a nodes file for the test.
 func readNodesFile(file string) ([]control.Node, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, fmt.Errorf("--nodes-file: %w", err)
-	}
-	defer f.Close()
-	nodes, err := control.ParseNodes(f)
-	if err != nil {
-		return nil, fmt.Errorf("--nodes-file %s: %w", file, err)
-	}
-	if len(nodes) > 9 {
-		return nil, fmt.Errorf("--nodes-file %s: %d nodes: etcd's test takes 1 to 9", file, len(nodes))
-	}
-	return nodes, nil
+	return control.ReadNodesFile(file, 1, 9, "etcd's test")
 }
 
 // startRemote installs and starts a member on each node and waits until

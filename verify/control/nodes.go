@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -207,4 +208,23 @@ func FormatNodes(nodes []Node) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// ReadNodesFile reads the nodes file a test's --nodes-file flag names and
+// checks it holds lo to hi nodes; test names the test in the error, as
+// in "--nodes-file F: 12 nodes: etcd's test takes 1 to 9".
+func ReadNodesFile(file string, lo, hi int, test string) ([]Node, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("--nodes-file: %w", err)
+	}
+	defer f.Close()
+	nodes, err := ParseNodes(f)
+	if err != nil {
+		return nil, fmt.Errorf("--nodes-file %s: %w", file, err)
+	}
+	if len(nodes) < lo || len(nodes) > hi {
+		return nil, fmt.Errorf("--nodes-file %s: %d nodes: %s takes %d to %d", file, len(nodes), test, lo, hi)
+	}
+	return nodes, nil
 }

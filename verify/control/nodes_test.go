@@ -1,6 +1,8 @@
 package control
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -113,4 +115,26 @@ func FuzzParseNodes(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReadNodesFile(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one")
+	if err := os.WriteFile(one, []byte("n1 address=10.0.0.1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := ReadNodesFile(one, 1, 9, "etcd's test")
+	if err != nil || len(nodes) != 1 || nodes[0].Name != "n1" || nodes[0].Address != "10.0.0.1" {
+		t.Fatalf("nodes %+v, err %v", nodes, err)
+	}
+	for _, c := range []struct {
+		file, want string
+	}{
+		{one, "--nodes-file " + one + ": 1 nodes: the capture test takes 2 to 9"},
+		{filepath.Join(dir, "absent"), "--nodes-file: open " + filepath.Join(dir, "absent")},
+	} {
+		if _, err := ReadNodesFile(c.file, 2, 9, "the capture test"); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.file, err, c.want)
+		}
+	}
 }
