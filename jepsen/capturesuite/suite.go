@@ -493,8 +493,34 @@ func (f *flap) Next(ctx gen.Context) (gen.Op, gen.Generator, gen.Status) {
 		n.undo = node
 		n.at = ctx.Time + flapBack
 	}
-	op.Thread, op.Time = free[0], ctx.Time
+	th, ok := f.thread(ctx.Threads, free)
+	if !ok {
+		return gen.Op{}, f, gen.Pending
+	}
+	op.Thread, op.Time = th, ctx.Time
 	return op, &n, gen.Ready
+}
+
+// thread picks the free thread to send a flap through: the first whose
+// node (the harness binds thread t to nodes[t % len(nodes)]) is not the
+// one a kill, pause or isolation has taken out. Sent through that node,
+// a drain would wait out the fault and fail; a run whose every drain
+// went that way has tested no drain at all (stats: "no drain operation
+// succeeded"). When only such threads are free, it waits (false) for
+// another to come free; when every thread is bound to that node (fewer
+// threads than nodes), the first free one is used.
+func (f *flap) thread(threads int, free []int) (int, bool) {
+	for _, t := range free {
+		if f.nodes[t%len(f.nodes)] != f.out {
+			return t, true
+		}
+	}
+	for t := range threads {
+		if f.nodes[t%len(f.nodes)] != f.out {
+			return 0, false
+		}
+	}
+	return free[0], true
 }
 
 // Update notes the holder each completed read found, and the node a

@@ -111,6 +111,38 @@ func TestFlapsSpareATakenOutNode(t *testing.T) {
 	}
 }
 
+// A flap is not sent through the node a fault took out: the harness
+// binds thread t to nodes[t%3], and a drain sent through a paused node
+// waits out the pause and fails (a 12 s run in CI saw both its drains
+// go that way). It waits for a thread bound elsewhere, and only when no
+// thread is bound elsewhere does it use the taken-out node's.
+func TestFlapsRouteAroundATakenOutNode(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3"}
+	for _, c := range []struct {
+		name    string
+		threads int
+		free    []int
+		want    int // the thread, or -2 for a wait
+	}{
+		{"only n1's thread free: wait", 6, []int{0, 3}, -2},
+		{"n1's and n3's free: n3's", 6, []int{0, 2, 3}, 2},
+		{"n2's free: n2's", 6, []int{3, 4}, 4},
+		{"one thread, bound to n1: sent anyway", 1, []int{0}, 0},
+	} {
+		g := flaps(1, nodes)
+		first, g, _ := g.Next(gen.Context{Time: 0, Threads: c.threads, Free: c.free})
+		g = g.Update(gen.Context{}, gen.Event{Kind: gen.Completed, Thread: 1, F: "read", Value: map[string]any{"address": "10.0.1.10", "holder": "eni-n2"}})
+		g = g.Update(gen.Context{}, gen.Event{Kind: gen.Invoked, Thread: gen.NemesisThread, F: "start-pause", Value: map[string]any{"node": "n1"}})
+		op, _, st := g.Next(gen.Context{Time: first.Time, Threads: c.threads, Free: c.free})
+		switch {
+		case c.want == -2 && st != gen.Pending:
+			t.Errorf("%s: %v %s on thread %d, want a wait", c.name, st, op.F, op.Thread)
+		case c.want >= 0 && (st != gen.Ready || op.F != "drain" || op.Thread != c.want || op.Value.(map[string]any)["node"] != "n2"):
+			t.Errorf("%s: %v %s %v on thread %d, want a drain of n2 on thread %d", c.name, st, op.F, op.Value, op.Thread, c.want)
+		}
+	}
+}
+
 // An undrain that failed or timed out is sent again; one that took
 // effect is not.
 func TestFlapsResendAFailedUndrain(t *testing.T) {
