@@ -365,7 +365,9 @@ func TestCheckFIFO(t *testing.T) {
 				}
 			}
 		}()
-		code, stdout, stderr := runCLIWithin(t, "check", fifo)
+		// With the format given (else the first 64KiB, one unfinished
+		// line, tell no format, and the check stops there).
+		code, stdout, stderr := runCLIWithin(t, "check", "--format", "jsonl", fifo)
 		want := fifo + ":1: line 1 is longer than 64MiB, the longest line this reader takes"
 		if code != cli.ExitError || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--max-memory 4GiB bounds the input to 256MiB and each line to 64MiB") {
 			t.Fatalf("exit %d, want 3 and %q\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
@@ -383,15 +385,23 @@ func TestCheckBoundedInput(t *testing.T) {
 	// Values that grow when parsed: 200 nested lists in 440 bytes, 8,096
 	// bytes once parsed, so that the 519th event passes the 4MiB left to
 	// the parse under --max-memory 8MiB.
-	nestedLine := `{"type":"ok","process":0,"value":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + "}\n"
-	nested := write(t, "nested.jsonl", strings.Repeat(nestedLine, 1000))
+	// (Invokes and completions in turn: the linearizability check reads
+	// and pairs as it goes, and would stop at a completion with no invoke
+	// before the bound.)
+	nestedValue := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	nestedPair := `{"type":"invoke","process":0,"value":` + nestedValue + "}\n" + `{"type":"ok","process":0,"value":` + nestedValue + "}\n"
+	nested := write(t, "nested.jsonl", strings.Repeat(nestedPair, 500))
 	vector := write(t, "vector.edn", "["+strings.Repeat("{:process 0 :type :invoke :f :read :value nil}\n", 2000)+"]")
 	cases := []cliCase{
 		{"parsed size", []string{"check", "--max-memory", "8MiB", nested}, 3, nil,
 			[]string{nested + ":519: the events up to this line take more than 4MiB once parsed", "--max-memory 8MiB leaves half, 4MiB, to the parsed history"}},
-		{"parsed size, a larger bound", []string{"check", "--max-memory", "32MiB", nested}, 3, nil, []string{nested + ": event index 0: ok completion from process 0 has no open invoke"}},
-		{"EDN vector too large to parse whole", []string{"check", "--max-memory", "8MiB", vector}, 3, nil,
+		{"parsed size, a larger bound", []string{"check", "--max-memory", "32MiB", nested}, 3, nil, []string{nested + `: operation invoked at index 0: model cas-register has no operation "" (valid: read, write, cas)`}},
+		{"EDN vector too large to parse whole", []string{"check", "--max-memory", "8MiB", "--html", filepath.Join(t.TempDir(), "p.html"), vector}, 3, nil,
 			[]string{vector + ":1: the events up to this line take more than 4MiB once parsed"}},
+		// Without a page to draw, the events are read one at a time, and
+		// the check gets to what is wrong with them.
+		{"EDN vector read an event at a time", []string{"check", "--max-memory", "8MiB", vector}, 3, nil,
+			[]string{vector + `: event index 1: process 0 invokes "read" while its "read" invoked at index 0 has not completed`}},
 		{"/dev/zero", []string{"check", "/dev/zero"}, 3, nil, []string{"/dev/zero: is a character device, not a history file"}},
 		{"directory", []string{"check", t.TempDir()}, 3, nil, []string{"is a directory, not a history file"}},
 		{"long line", []string{"check", "--max-memory", "1MiB", long}, 3, nil,

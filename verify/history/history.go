@@ -13,6 +13,7 @@ package history
 import (
 	"fmt"
 	"strconv"
+	"unsafe"
 )
 
 // Type is an event's type.
@@ -143,40 +144,78 @@ func (e *PairError) Error() string { return fmt.Sprintf("event index %d: %s", e.
 // crashed (info) and is then used again keeps its crashed op pending forever:
 // nothing after the crash is ordered after it.
 func Pair(events []Event) (ops []Op, nemesis []Event, err error) {
-	open := make(map[Process]int) // process → index into ops
 	// At most one op per two events but for pending invokes; sized once,
 	// as readJSONL sizes the events.
-	ops = make([]Op, 0, len(events)/2+1)
+	p := Pairer{Ops: make([]Op, 0, len(events)/2+1)}
 	for pos, e := range events {
 		if e.Process == Nemesis {
 			nemesis = append(nemesis, e)
 			continue
 		}
-		if e.Process == NoProcess {
-			return nil, nil, &PairError{e.Index, "event has no process, so it cannot be paired with its invoke or completion"}
+		if err := p.Add(pos, e); err != nil {
+			return nil, nil, err
 		}
-		if e.Type == Invoke {
-			if prev, ok := open[e.Process]; ok {
-				return nil, nil, &PairError{e.Index, fmt.Sprintf("process %s invokes %q while its %q invoked at index %d has not completed",
-					e.Process, e.F, ops[prev].F, events[ops[prev].Call].Index)}
-			}
-			open[e.Process] = len(ops)
-			ops = append(ops, Op{Index: e.Index, Process: e.Process, F: e.F, Type: Info, Input: e.Value, Call: pos, Return: -1, Node: e.Node})
-			continue
-		}
-		i, ok := open[e.Process]
-		if !ok {
-			return nil, nil, &PairError{e.Index, fmt.Sprintf("%s completion from process %s has no open invoke", e.Type, e.Process)}
-		}
-		delete(open, e.Process)
-		op := &ops[i]
-		if e.F != op.F && e.F != "" {
-			return nil, nil, &PairError{e.Index, fmt.Sprintf("completion f %q does not match invoke f %q at index %d", e.F, op.F, events[op.Call].Index)}
-		}
-		op.Type = e.Type
-		op.Output = e.Value
-		op.Error = e.Error
-		op.Return = pos
 	}
-	return ops, nemesis, nil
+	return p.Ops, nemesis, nil
+}
+
+// Pairer pairs events into operations as they arrive, as Pair does for a
+// whole slice, so that a checker reading a history a line at a time
+// keeps its operations and never its events.
+type Pairer struct {
+	// Ops are the operations so far, in invoke order; an op whose
+	// completion has not come yet is Info with Return -1.
+	Ops []Op
+	// ReturnIndex, when Track is set, holds each op's completion event's
+	// Index (-1 while none came): with no events kept, it is how a report
+	// names where an op completed.
+	ReturnIndex []int64
+	Track       bool
+	// Bytes estimates the memory Ops hold (the structs, their strings and
+	// values), as ParseLimited's bound counts events.
+	Bytes int64
+	open  map[Process]int // process → index into Ops
+}
+
+// Add pairs the client event e, at position pos of the history (its
+// place among every event, nemesis events included, which Add is not
+// given).
+func (p *Pairer) Add(pos int, e Event) error {
+	if p.open == nil {
+		p.open = make(map[Process]int)
+	}
+	if e.Process == NoProcess {
+		return &PairError{e.Index, "event has no process, so it cannot be paired with its invoke or completion"}
+	}
+	if e.Type == Invoke {
+		if prev, ok := p.open[e.Process]; ok {
+			return &PairError{e.Index, fmt.Sprintf("process %s invokes %q while its %q invoked at index %d has not completed",
+				e.Process, e.F, p.Ops[prev].F, p.Ops[prev].Index)}
+		}
+		p.open[e.Process] = len(p.Ops)
+		p.Ops = append(p.Ops, Op{Index: e.Index, Process: e.Process, F: e.F, Type: Info, Input: e.Value, Call: pos, Return: -1, Node: e.Node})
+		p.Bytes += int64(unsafe.Sizeof(Op{})) + int64(len(e.F)+len(e.Node)) + valueBytes(e.Value)
+		if p.Track {
+			p.ReturnIndex = append(p.ReturnIndex, -1)
+		}
+		return nil
+	}
+	i, ok := p.open[e.Process]
+	if !ok {
+		return &PairError{e.Index, fmt.Sprintf("%s completion from process %s has no open invoke", e.Type, e.Process)}
+	}
+	delete(p.open, e.Process)
+	op := &p.Ops[i]
+	if e.F != op.F && e.F != "" {
+		return &PairError{e.Index, fmt.Sprintf("completion f %q does not match invoke f %q at index %d", e.F, op.F, op.Index)}
+	}
+	op.Type = e.Type
+	op.Output = e.Value
+	op.Error = e.Error
+	op.Return = pos
+	p.Bytes += valueBytes(e.Value) + valueBytes(e.Error)
+	if p.Track {
+		p.ReturnIndex[i] = e.Index
+	}
+	return nil
 }

@@ -121,6 +121,10 @@ type Decoder struct {
 	line     int   // the last line read (JSON Lines, Jepsen logs)
 	torn     int
 	buf      []byte
+	// meter bounds the parsed events' memory (LimitParsed); evLine is
+	// where the last EDN event began, for its error.
+	meter  *meter
+	evLine int
 
 	// Lines, when set, is offered each non-blank JSON Lines line (without
 	// its newline; valid until it returns) before it is decoded: a line
@@ -164,6 +168,15 @@ func (d *Decoder) Close() {
 // Events is how many events Next has returned (or Lines taken).
 func (d *Decoder) Events() int64 { return d.index }
 
+// LimitParsed bounds the memory of the events Next returns, summed over
+// them, as ParseLimited bounds a whole history's: a caller that keeps what
+// it reads (or a compact form of it) is refused with a LimitError naming
+// the line, before the events cost it more than max. Call it before the
+// first Next; max <= 0 means no bound.
+func (d *Decoder) LimitParsed(max int64) {
+	d.meter = &meter{max: max}
+}
+
 // TornLine is the line number of a torn last JSON Lines line once Next
 // has returned io.EOF (see History.TornLine), else 0.
 func (d *Decoder) TornLine() int { return d.torn }
@@ -200,6 +213,13 @@ func (d *Decoder) Next() (Event, error) {
 		return Event{}, d.err
 	}
 	e, err := d.decode()
+	if err == nil && d.meter != nil && d.format != JSON { // JSON arrays are metered as they are read
+		line := d.line
+		if d.format == EDN {
+			line = d.evLine
+		}
+		err = d.meter.add(&e, line)
+	}
 	if err == nil {
 		d.index++
 		return e, nil
@@ -355,6 +375,7 @@ func (d *Decoder) edn() (Event, error) {
 			return Event{}, d.ednErr(err)
 		}
 		if ok {
+			d.evLine = n.Pos.Line
 			return ednEvent(&n, d.index)
 		}
 		d.inSeq = false
@@ -377,6 +398,7 @@ func (d *Decoder) edn() (Event, error) {
 		}
 		return Event{}, io.EOF
 	}
+	d.evLine = form.Pos.Line
 	return ednEvent(&form, d.index)
 }
 
@@ -399,7 +421,7 @@ func (d *Decoder) json() (Event, error) {
 			return Event{}, errors.New("file is not UTF-8 text")
 		}
 		d.next, d.stop = iter.Pull2(iter.Seq2[Event, error](func(yield func(Event, error) bool) {
-			err := readJSONArray(data, nil, func(e Event) bool { return yield(e, nil) })
+			err := readJSONArray(data, d.meter, func(e Event) bool { return yield(e, nil) })
 			if err != nil {
 				yield(Event{}, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -134,5 +135,43 @@ func TestDecoderHoldsLittle(t *testing.T) {
 	}
 	if c := d.ep.Buffered(); c > 256<<10 {
 		t.Fatalf("the parser's buffer grew to %d bytes for forms of 100", c)
+	}
+}
+
+// LimitParsed refuses, in every format, the event that takes the events
+// read past the bound, naming its line, as ParseLimited does.
+func TestDecoderLimitParsed(t *testing.T) {
+	var jsonl, edn, arr strings.Builder
+	arr.WriteString("[\n")
+	for i := range 100 {
+		fmt.Fprintf(&jsonl, `{"type":"invoke","process":%d,"f":"read","value":null}`+"\n", i)
+		fmt.Fprintf(&edn, "{:type :invoke, :process %d, :f :read, :value nil}\n", i)
+		if i > 0 {
+			arr.WriteString(",\n")
+		}
+		fmt.Fprintf(&arr, `{"type":"invoke","process":%d,"f":"read","value":null}`, i)
+	}
+	arr.WriteString("\n]\n")
+	// Each event is 116 bytes by the meter: 1,000 bytes hold eight.
+	for _, c := range []struct {
+		name, text string
+		format     Format
+		line       int // the ninth event's; the array's "[" is line 1
+	}{{"jsonl", jsonl.String(), JSONL, 9}, {"edn", edn.String(), EDN, 9}, {"json", arr.String(), JSON, 10}} {
+		d := NewDecoder(context.Background(), "h", strings.NewReader(c.text), "", Limits{})
+		d.LimitParsed(1000)
+		n := 0
+		var err error
+		for ; err == nil; n++ {
+			_, err = d.Next()
+		}
+		d.Close()
+		var le *LimitError
+		if !errors.As(err, &le) || !le.Parsed || le.Line != c.line || n != 9 {
+			t.Errorf("%s: after %d events: %v", c.name, n-1, err)
+		}
+		if f, _ := d.Format(); f != c.format {
+			t.Errorf("%s: format %s", c.name, f)
+		}
 	}
 }

@@ -3,6 +3,9 @@ package lincheck
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,6 +205,150 @@ func TestPorcupineKVUnpartitioned(t *testing.T) {
 		}
 		if r.Valid != d.want || r.Partitions != 1 {
 			t.Errorf("%s: %v in %d partitions, want %v in 1", d.name, r.Valid, r.Partitions, d.want)
+		}
+	}
+}
+
+// CheckDecoder, which holds operations and never events, answers every
+// linearizability history of the corpus exactly as Check does from the
+// parsed history: verdict, counts, failing operation, prefix and reason.
+func TestCheckDecoderMatchesCheck(t *testing.T) {
+	corpus := testenv.Corpus(t)
+	cases := []struct {
+		glob, model string
+		initial     history.Value
+	}{
+		{"knossos/cas-register/*/*.edn", "cas-register", int64(0)},
+		{"knossos/multi-register/*/*.edn", "multi-register", int64(0)},
+		{"knossos/mutex/*/*.edn", "mutex", nil},
+		{"elle-cli/knossos/cas-register/*/*", "cas-register", int64(0)},
+		{"elle-cli/knossos/mutex/*/*", "mutex", nil},
+	}
+	invalid := 0
+	for _, c := range cases {
+		files, _ := filepath.Glob(filepath.Join(corpus, c.glob))
+		if len(files) == 0 {
+			t.Fatalf("%s: no files", c.glob)
+		}
+		m, err := model.Lookup(c.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := Options{Model: m, Initial: c.initial, HasInitial: c.initial != nil}
+		for _, f := range files {
+			want := checkFile(t, f, c.model, c.initial)
+			in, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := history.NewDecoder(context.Background(), f, in, "", history.Limits{})
+			got, err := CheckDecoder(context.Background(), f, d, opt)
+			d.Close()
+			in.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			got.CheckNS, want.CheckNS = 0, 0
+			a, _ := json.Marshal(got)
+			b, _ := json.Marshal(want)
+			if string(a) != string(b) {
+				t.Errorf("%s:\nCheckDecoder %s\nCheck        %s", f, a, b)
+			}
+			if want.Valid == linear.False {
+				invalid++
+			}
+		}
+	}
+	if invalid < 10 {
+		t.Fatalf("only %d invalid histories compared", invalid)
+	}
+	// Indexes that are not positions, and a nemesis event among them:
+	// the failing read is named by its own index, as Check names it.
+	stale := `{"index":1000,"type":"invoke","process":0,"f":"write","value":1}
+{"index":1003,"type":"ok","process":0,"f":"write","value":1}
+{"index":1006,"type":"info","process":"nemesis","f":"start","value":null}
+{"index":1009,"type":"invoke","process":1,"f":"read","value":null}
+{"index":1012,"type":"ok","process":1,"f":"read","value":0}
+`
+	m, _ := model.Lookup("cas-register")
+	opt := Options{Model: m, Initial: int64(0), HasInitial: true}
+	h, err := history.Parse("stale.jsonl", []byte(stale), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Check(context.Background(), "stale.jsonl", h, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := history.NewDecoder(context.Background(), "stale.jsonl", strings.NewReader(stale), "", history.Limits{})
+	defer d.Close()
+	got, err := CheckDecoder(context.Background(), "stale.jsonl", d, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.CheckNS, want.CheckNS = 0, 0
+	if got.Failure == nil || got.Failure.Op.Index != 1012 || got.Failure.Op.InvokeIndex != 1009 || got.Summary() != want.Summary() {
+		t.Fatalf("CheckDecoder:\n%s\nCheck:\n%s", got.Summary(), want.Summary())
+	}
+}
+
+// CheckDecoder's bound on the operations it holds stops the check at the
+// line where it was passed, with the line named; the search's own bound
+// is what the operations leave of MaxMemory.
+func TestCheckDecoderBounds(t *testing.T) {
+	var lines strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&lines, `{"type":"invoke","process":%d,"f":"write","value":%d}`+"\n", i%5, i)
+		fmt.Fprintf(&lines, `{"type":"ok","process":%d,"f":"write","value":%d}`+"\n", i%5, i)
+	}
+	m, _ := model.Lookup("cas-register")
+	check := func(opt Options, maxParsed int64) (*Report, error) {
+		d := history.NewDecoder(context.Background(), "w.jsonl", strings.NewReader(lines.String()), "", history.Limits{})
+		defer d.Close()
+		d.LimitParsed(maxParsed)
+		opt.Model = m
+		return CheckDecoder(context.Background(), "w.jsonl", d, opt)
+	}
+	r, err := check(Options{}, 0)
+	if err != nil || r.Valid != linear.True || r.Ops != 200 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	_, err = check(Options{}, 10_000)
+	var le *history.LimitError
+	if !errors.As(err, &le) || !le.Parsed || le.Line < 2 || le.Line > 200 ||
+		!strings.Contains(err.Error(), fmt.Sprintf("w.jsonl:%d: the events up to this line take more than 10000 bytes once parsed", le.Line)) {
+		t.Fatalf("%v", err)
+	}
+	// Events of about 120 bytes each: 10k bytes hold about 80 of them.
+	if le.Line < 70 || le.Line > 95 {
+		t.Fatalf("stopped at line %d", le.Line)
+	}
+	// The operations' memory comes out of the search's bound: the least
+	// bound under which Check (whose caller subtracts the parsed events
+	// itself) finds the history linearizable leaves CheckDecoder's
+	// search too little, and that bound plus the operations' is enough.
+	h, err := history.Parse("w.jsonl", []byte(lines.String()), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p history.Pairer
+	for i, e := range h.Events {
+		if err := p.Add(i, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	least := int64(1000)
+	for ; least < 1<<30; least += least / 8 {
+		if r, err := Check(context.Background(), "w.jsonl", h, Options{Model: m, MaxMemory: least}); err == nil && r.Valid == linear.True {
+			break
+		}
+	}
+	for _, c := range []struct {
+		max  int64
+		want linear.Verdict
+	}{{least, linear.Unknown}, {least + p.Bytes, linear.True}} {
+		if r, err := check(Options{MaxMemory: c.max}, 0); err != nil || r.Valid != c.want {
+			t.Errorf("MaxMemory %d (ops %d bytes): %v %v, want %v", c.max, p.Bytes, r.Valid, err, c.want)
 		}
 	}
 }

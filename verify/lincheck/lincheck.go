@@ -6,7 +6,9 @@ package lincheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/ipfence/ipfence/verify/history"
@@ -27,6 +29,7 @@ type Options struct {
 	// Timeout bounds the search; 0 means none.
 	Timeout time.Duration
 	// MaxMemory bounds the search's memory in bytes; 0 means the default.
+	// CheckDecoder counts the operations it holds against it.
 	MaxMemory int64
 }
 
@@ -49,9 +52,12 @@ type Report struct {
 	Failure *Failure `json:"failure,omitempty"`
 
 	history *history.History
-	ops     []history.Op
-	parts   []linear.Partition
-	result  linear.Result
+	// returnIndex is each op's completion Index when there is no history
+	// (CheckDecoder).
+	returnIndex []int64
+	ops         []history.Op
+	parts       []linear.Partition
+	result      linear.Result
 }
 
 // OpRef names one operation of the history.
@@ -96,7 +102,47 @@ func Check(ctx context.Context, file string, h *history.History, opt Options) (*
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	sem := model.OptionsFor(h.Format)
+	return checkPairedOps(ctx, file, h.Format, ops, opt, h, nil)
+}
+
+// CheckDecoder reads, pairs and checks a history as d decodes it: only
+// the operations are held, never the file or its events, so a history of
+// ten million operations needs memory for its operations alone. The
+// report has no events: it makes no HTML page (WriteHTML needs Check's).
+// The memory of what is read is bounded by d (Decoder.LimitParsed).
+func CheckDecoder(ctx context.Context, file string, d *history.Decoder, opt Options) (*Report, error) {
+	format, err := d.Format()
+	if err != nil {
+		return nil, err
+	}
+	p := history.Pairer{Track: true}
+	for pos := 0; ; pos++ {
+		e, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.Process == history.Nemesis {
+			continue
+		}
+		if err := p.Add(pos, e); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	if opt.MaxMemory > 0 {
+		// The operations share the memory bound with the search, as
+		// parsed events do in Check's callers.
+		opt.MaxMemory = max(opt.MaxMemory-p.Bytes, 1)
+	}
+	return checkPairedOps(ctx, file, format, p.Ops, opt, nil, p.ReturnIndex)
+}
+
+// checkPairedOps compiles and checks a history's operations. Reports name where
+// an op completed from h's events or, without them, from returnIndex.
+func checkPairedOps(ctx context.Context, file string, format history.Format, ops []history.Op, opt Options, h *history.History, returnIndex []int64) (*Report, error) {
+	sem := model.OptionsFor(format)
 	if opt.Semantics != nil {
 		sem = *opt.Semantics
 	}
@@ -129,7 +175,7 @@ func Check(ctx context.Context, file string, h *history.History, opt Options) (*
 	r := &Report{
 		File: file, Model: opt.Model.Name(), Valid: res.Valid, Reason: res.Reason,
 		Ops: len(ops), Partitions: len(parts), CheckNS: elapsed.Nanoseconds(),
-		history: h, ops: ops, parts: parts, result: res,
+		ops: ops, parts: parts, result: res, history: h, returnIndex: returnIndex,
 	}
 	for _, p := range res.Partitions {
 		r.Configs += p.Visited
@@ -149,7 +195,11 @@ func (r *Report) ref(p, i int) OpRef {
 		Type: o.Type.String(), Value: o.Input, Op: linear.OpString(part.Spec, i),
 	}
 	if o.Return >= 0 {
-		ref.Index = r.history.Events[o.Return].Index
+		if r.history != nil {
+			ref.Index = r.history.Events[o.Return].Index
+		} else {
+			ref.Index = r.returnIndex[part.Ops[i].ID]
+		}
 		if o.Type == history.OK {
 			ref.Value = o.Output
 		}
