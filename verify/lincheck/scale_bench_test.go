@@ -14,17 +14,16 @@ import (
 )
 
 // checkRegisterBytes reads and checks a simulated register history from
-// its JSON Lines bytes, as `ipfence-verify check` does.
+// its JSON Lines bytes, as `ipfence-verify check` does: an event at a
+// time, holding the operations only.
 func checkRegisterBytes(b *testing.B, data []byte) *Report {
-	h, err := history.Parse("sim.jsonl", data, history.JSONL)
-	if err != nil {
-		b.Fatal(err)
-	}
 	m, err := model.Lookup("independent-cas-register")
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := Check(context.Background(), "sim.jsonl", h, Options{Model: m})
+	d := history.NewDecoder(context.Background(), "sim.jsonl", bytes.NewReader(data), history.JSONL, history.Limits{})
+	defer d.Close()
+	r, err := CheckDecoder(context.Background(), "sim.jsonl", d, Options{Model: m})
 	if err != nil {
 		b.Fatal(err)
 	}

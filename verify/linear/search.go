@@ -128,7 +128,7 @@ func newSearch(p *Partition, b *budget, stop *atomic.Bool) *search {
 	}
 	s.next[last] = -1
 	s.bits = make([]uint64, (m+63)/64)
-	s.seen = newVisited(len(s.bits), b)
+	s.seen = newVisited(b)
 	s.state = p.Spec.Init()
 	return s
 }
