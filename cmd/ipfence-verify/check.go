@@ -491,6 +491,7 @@ func linearStream(opt lincheck.Options, maxParsed int64) streamCheck {
 		d := history.NewDecoder(ctx, file, in, format, lim)
 		defer d.Close()
 		d.LimitParsed(maxParsed)
+		d.Parallel()
 		start := time.Now()
 		r, err := lincheck.CheckDecoder(ctx, file, d, opt)
 		if err != nil {

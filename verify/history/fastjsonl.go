@@ -89,6 +89,16 @@ func init() {
 	}
 }
 
+// smallInts are the integers most histories hold (keys, small values),
+// boxed once: an int64 in an interface is otherwise allocated apart, and
+// ten million operations over a thousand keys allocated ten million.
+var smallInts = func() (a [1 << 12]Value) {
+	for i := range a {
+		a[i] = int64(i)
+	}
+	return a
+}()
+
 // fastValue reads a value of the shapes fastJSONLEvent takes.
 func fastValue(sc *jsonscan.Scanner, depth int) (Value, bool) {
 	sc.WS()
@@ -117,6 +127,9 @@ func fastValue(sc *jsonscan.Scanner, depth int) (Value, bool) {
 		return string(s), true
 	case c == '-' || c >= '0' && c <= '9':
 		n, err := sc.Int()
+		if err == nil && n >= 0 && n < int64(len(smallInts)) {
+			return smallInts[n], true
+		}
 		return n, err == nil
 	case c == '[':
 		if depth == maxFastDepth {

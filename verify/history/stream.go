@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"runtime"
 	"time"
 	"unicode/utf8"
 
@@ -26,6 +27,8 @@ type limitReader struct {
 	r    io.Reader
 	lim  Limits
 	stop func() bool
+	// size is a regular file's size, else 0.
+	size int64
 	// n is the bytes passed on; line the current line's number and
 	// lineLen its length so far.
 	n       int64
@@ -47,10 +50,13 @@ func newLimitReader(ctx context.Context, name string, r io.Reader, lim Limits) *
 		// A cancellation without a deadline interrupts a blocked read too.
 		l.stop = context.AfterFunc(ctx, func() { _ = d.SetReadDeadline(time.Now()) })
 	}
-	if f, ok := r.(*os.File); ok && lim.MaxBytes > 0 {
-		// A regular file too large is refused before it is read.
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > lim.MaxBytes {
-			l.err = &LimitError{File: name, Limit: lim.MaxBytes, Size: st.Size()}
+	if f, ok := r.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			l.size = st.Size()
+			// A regular file too large is refused before it is read.
+			if lim.MaxBytes > 0 && st.Size() > lim.MaxBytes {
+				l.err = &LimitError{File: name, Limit: lim.MaxBytes, Size: st.Size()}
+			}
 		}
 	}
 	return l
@@ -122,9 +128,14 @@ type Decoder struct {
 	torn     int
 	buf      []byte
 	// meter bounds the parsed events' memory (LimitParsed); evLine is
-	// where the last EDN event began, for its error.
+	// where the last EDN event (or, in parallel mode, JSON Lines event)
+	// began, for its error.
 	meter  *meter
 	evLine int
+	// wantPar asks for parallel JSON Lines decoding; par is its pipeline
+	// once started (see Parallel).
+	wantPar bool
+	par     *parState
 
 	// Lines, when set, is offered each non-blank JSON Lines line (without
 	// its newline; valid until it returns) before it is decoded: a line
@@ -159,6 +170,7 @@ func NewDecoder(ctx context.Context, name string, r io.Reader, format Format, li
 // Close releases what the Decoder holds (its deadline watch, and the
 // events of a JSON array not yet read).
 func (d *Decoder) Close() {
+	d.stopPar()
 	d.lr.stop()
 	if d.stop != nil {
 		d.stop()
@@ -214,9 +226,9 @@ func (d *Decoder) Next() (Event, error) {
 	}
 	e, err := d.decode()
 	if err == nil && d.meter != nil && d.format != JSON { // JSON arrays are metered as they are read
-		line := d.line
-		if d.format == EDN {
-			line = d.evLine
+		line := d.evLine
+		if d.format != EDN && d.par == nil {
+			line = d.line
 		}
 		err = d.meter.add(&e, line)
 	}
@@ -265,6 +277,12 @@ func (d *Decoder) decode() (Event, error) {
 	}
 	switch f {
 	case JSONL:
+		if d.par == nil && d.wantPar && d.Lines == nil && runtime.GOMAXPROCS(0) > 1 {
+			d.startPar()
+		}
+		if d.par != nil {
+			return d.nextPar()
+		}
 		return d.jsonl()
 	case JepsenLog:
 		return d.jepsenLog()

@@ -130,6 +130,9 @@ func CheckDecoder(ctx context.Context, file string, d *history.Decoder, opt Opti
 		if err := p.Add(pos, e); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
+		if pos == presizeAfter {
+			p.Grow(d)
+		}
 	}
 	if opt.MaxMemory > 0 {
 		// The operations share the memory bound with the search, as
@@ -138,6 +141,10 @@ func CheckDecoder(ctx context.Context, file string, d *history.Decoder, opt Opti
 	}
 	return checkPairedOps(ctx, file, format, p.Ops, opt, nil, p.ReturnIndex)
 }
+
+// presizeAfter is how many events CheckDecoder reads before it sizes its
+// operations for the whole input, from the bytes those events took.
+const presizeAfter = 10_000
 
 // checkPairedOps compiles and checks a history's operations. Reports name where
 // an op completed from h's events or, without them, from returnIndex.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -14,15 +15,25 @@ import (
 )
 
 // checkRegisterBytes reads and checks a simulated register history from
-// its JSON Lines bytes, as `ipfence-verify check` does: an event at a
-// time, holding the operations only.
+// its JSON Lines bytes, as `ipfence-verify check` does: from a file, an
+// event at a time, decoded in parallel, holding the operations only.
 func checkRegisterBytes(b *testing.B, data []byte) *Report {
 	m, err := model.Lookup("independent-cas-register")
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := history.NewDecoder(context.Background(), "sim.jsonl", bytes.NewReader(data), history.JSONL, history.Limits{})
+	file := filepath.Join(b.TempDir(), "sim.jsonl")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	d := history.NewDecoder(context.Background(), "sim.jsonl", f, history.JSONL, history.Limits{})
 	defer d.Close()
+	d.Parallel()
 	r, err := CheckDecoder(context.Background(), "sim.jsonl", d, Options{Model: m})
 	if err != nil {
 		b.Fatal(err)

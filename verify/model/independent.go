@@ -31,27 +31,47 @@ func (m independentModel) Compile(ops []history.Op, opt Options) ([]linear.Parti
 		orig []int // index in ops of each of the group's operations
 	}
 	var groups []*group
-	byKey := map[string]*group{}
+	byKey := map[string]int32{}
+	// Two passes: each op's group, then every group's ops copied once
+	// into one array, at their final places (appending ten million ops
+	// group by group copied each of them about twice more).
+	gid := make([]int32, len(ops))
+	var sizes []int
 	for id := range ops {
-		o := ops[id]
-		key, in, ok := pair(o.Input)
+		o := &ops[id]
+		key, _, ok := pair(o.Input)
 		if !ok {
-			return nil, opErr(&o, "%s value must be [key value], found %s", m.Name(), history.Show(o.Input))
+			return nil, opErr(o, "%s value must be [key value], found %s", m.Name(), history.Show(o.Input))
 		}
 		if o.Output != nil {
-			k, out, ok := pair(o.Output)
-			if !ok || history.Key(k) != history.Key(key) {
-				return nil, opErr(&o, "%s result must be [key value] for key %s, found %s", m.Name(), history.Show(key), history.Show(o.Output))
+			k, _, ok := pair(o.Output)
+			if !ok || !sameKey(k, key) {
+				return nil, opErr(o, "%s result must be [key value] for key %s, found %s", m.Name(), history.Show(key), history.Show(o.Output))
 			}
-			o.Output = out
 		}
-		o.Input = in
 		ks := history.Key(key)
-		g := byKey[ks]
-		if g == nil {
-			g = &group{key: key}
+		g, ok := byKey[ks]
+		if !ok {
+			g = int32(len(groups))
 			byKey[ks] = g
-			groups = append(groups, g)
+			groups = append(groups, &group{key: key})
+			sizes = append(sizes, 0)
+		}
+		gid[id] = g
+		sizes[g]++
+	}
+	all := make([]history.Op, 0, len(ops))
+	orig := make([]int, 0, len(ops))
+	for g, n := range sizes {
+		groups[g].ops, all = all[len(all):len(all):len(all)+n], all[:len(all)+n]
+		groups[g].orig, orig = orig[len(orig):len(orig):len(orig)+n], orig[:len(orig)+n]
+	}
+	for id := range ops {
+		g := groups[gid[id]]
+		o := ops[id]
+		_, o.Input, _ = pair(o.Input)
+		if o.Output != nil {
+			_, o.Output, _ = pair(o.Output)
 		}
 		g.ops = append(g.ops, o)
 		g.orig = append(g.orig, id)
@@ -80,4 +100,15 @@ func (m independentModel) Compile(ops []history.Op, opt Options) ([]linear.Parti
 		}
 	}
 	return parts, nil
+}
+
+// sameKey says whether two keys are one, as history.Key tells, without
+// rendering the usual integers.
+func sameKey(a, b history.Value) bool {
+	x, ok1 := a.(int64)
+	y, ok2 := b.(int64)
+	if ok1 && ok2 {
+		return x == y
+	}
+	return history.Key(a) == history.Key(b)
 }

@@ -234,6 +234,10 @@ func TestIndependent(t *testing.T) {
 		{`{"process":0,"type":"invoke","f":"write","value":3}`, "independent-cas-register value must be [key value], found 3"},
 		{`{"process":0,"type":"invoke","f":"read","value":["a",null]}
 {"process":0,"type":"ok","f":"read","value":["b",1]}`, `independent-cas-register result must be [key value] for key "a", found ["b" 1]`},
+		{`{"process":0,"type":"invoke","f":"read","value":[1,null]}
+{"process":0,"type":"ok","f":"read","value":[2,1]}`, `independent-cas-register result must be [key value] for key 1, found [2 1]`},
+		{`{"process":0,"type":"invoke","f":"read","value":[1,null]}
+{"process":0,"type":"ok","f":"read","value":["1",1]}`, `independent-cas-register result must be [key value] for key 1, found ["1" 1]`},
 		{`{"process":0,"type":"invoke","f":"lock","value":["a",null]}`, `model cas-register has no operation "lock"`},
 		{`{"process":0,"type":"invoke","f":"cas","value":["a",7]}`, "cas value must be [old new], found 7"},
 	} {

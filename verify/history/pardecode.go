@@ -1,0 +1,193 @@
+package history
+
+import (
+	"bytes"
+	"io"
+	"runtime"
+	"sync"
+	"unicode/utf8"
+)
+
+// A JSON Lines history of ten million operations is twenty million lines:
+// decoded one after another they took two thirds of a check's time. In
+// parallel mode (Decoder.Parallel) one goroutine reads lines into batches,
+// workers decode the batches, and Next hands their events out in order,
+// exactly as the serial reader would, errors and torn last line included.
+
+// parBatch is a run of lines and, once decoded, their events.
+type parBatch struct {
+	data     []byte  // the lines, newlines dropped
+	ends     []int32 // ends[k] is where line k ends in data
+	lineNos  []int32 // the number of each line
+	base     int64   // the index of the batch's first event
+	lastNoNL bool    // the last line had no newline: the input ended
+	readErr  error   // what stopped the reading after these lines
+
+	events  []Event
+	evLines []int32
+	err     error // a line that is not an event (after events)
+	torn    int   // the torn last line's number
+	done    chan struct{}
+}
+
+// parBatchBytes is about how much text a batch holds (tests make it
+// small, so that short inputs span many batches).
+var parBatchBytes = 256 << 10
+
+// parState is a parallel Decoder's pipeline.
+type parState struct {
+	order chan *parBatch // batches in input order, for Next
+	quit  chan struct{}
+	once  sync.Once
+	cur   *parBatch
+	at    int   // the next event of cur
+	bytes int64 // the text of the batches taken, newlines included
+}
+
+// Parallel makes the Decoder decode JSON Lines on several goroutines
+// (GOMAXPROCS, at most 4) while it hands the events out in order. It has
+// no effect on other formats, on a Decoder with Lines set, or with one
+// processor. Call it before the first Next.
+func (d *Decoder) Parallel() {
+	d.wantPar = true
+}
+
+// startPar starts the pipeline: a reader, and workers.
+func (d *Decoder) startPar() {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	p := &parState{order: make(chan *parBatch, 4*workers), quit: make(chan struct{})}
+	d.par = p
+	work := make(chan *parBatch, 2*workers)
+	go d.readBatches(p, work, parBatchBytes)
+	for range workers {
+		go func() {
+			for b := range work {
+				d.decodeBatch(b)
+				close(b.done)
+			}
+		}()
+	}
+}
+
+// readBatches reads lines into batches and hands each to the workers and,
+// in order, to Next.
+func (d *Decoder) readBatches(p *parState, work chan<- *parBatch, size int) {
+	defer close(work)
+	defer close(p.order)
+	index := d.index
+	for {
+		// Sized for the batch at once: lines of about 100 bytes, the
+		// last one ending past size.
+		b := &parBatch{base: index, done: make(chan struct{}), data: make([]byte, 0, size+size/4),
+			ends: make([]int32, 0, size/64), lineNos: make([]int32, 0, size/64)}
+		for len(b.data) < size {
+			line, nl, err := d.readLine()
+			if err != nil {
+				b.readErr = err
+				break
+			}
+			if len(bytes.TrimSpace(line)) == 0 || IsEndMarker(line) {
+				continue
+			}
+			b.data = append(b.data, line...)
+			b.ends = append(b.ends, int32(len(b.data)))
+			b.lineNos = append(b.lineNos, int32(d.line))
+			index++
+			if !nl {
+				b.lastNoNL = true
+			}
+		}
+		select {
+		case work <- b:
+		case <-p.quit:
+			return
+		}
+		select {
+		case p.order <- b:
+		case <-p.quit:
+			return
+		}
+		if b.readErr != nil {
+			return
+		}
+	}
+}
+
+// decodeBatch decodes a batch's lines as the serial reader does.
+func (d *Decoder) decodeBatch(b *parBatch) {
+	b.events = make([]Event, 0, len(b.ends))
+	b.evLines = make([]int32, 0, len(b.ends))
+	start := int32(0)
+	for k, end := range b.ends {
+		line, lineNo, index := b.data[start:end], int(b.lineNos[k]), b.base+int64(k)
+		start = end
+		if d.detected && !utf8.Valid(line) {
+			b.err = &InputError{Line: lineNo, Msg: "file is not UTF-8 text"}
+			return
+		}
+		e, err := jsonlEvent(line, lineNo, index)
+		if err != nil {
+			if tornJSONL(line, b.lastNoNL && k == len(b.ends)-1, int(index)) {
+				b.torn = lineNo
+				return
+			}
+			b.err = err
+			return
+		}
+		b.events = append(b.events, e)
+		b.evLines = append(b.evLines, int32(lineNo))
+	}
+}
+
+// nextPar is Next's decode in parallel mode.
+func (d *Decoder) nextPar() (Event, error) {
+	p := d.par
+	for {
+		if b := p.cur; b != nil {
+			if p.at < len(b.events) {
+				e := b.events[p.at]
+				b.events[p.at] = Event{} // the caller keeps what it needs
+				d.evLine = int(b.evLines[p.at])
+				p.at++
+				return e, nil
+			}
+			switch {
+			case b.err != nil:
+				return Event{}, b.err
+			case b.torn > 0:
+				d.torn = b.torn
+				return Event{}, io.EOF
+			case b.readErr != nil:
+				return Event{}, b.readErr
+			}
+		}
+		b, ok := <-p.order
+		if !ok {
+			return Event{}, io.EOF
+		}
+		<-b.done
+		p.cur, p.at = b, 0
+		p.bytes += int64(len(b.data) + len(b.ends))
+	}
+}
+
+// consumed is how many bytes of input the events Next returned so far
+// took, blank lines included.
+func (d *Decoder) consumed() int64 {
+	if p := d.par; p != nil {
+		if p.cur == nil || p.at == 0 {
+			return p.bytes
+		}
+		// The batches before the current one, and its lines so far
+		// (events are its lines but for the blank ones it left out).
+		return p.bytes - int64(len(p.cur.data)+len(p.cur.ends)) + int64(p.cur.ends[p.at-1]) + int64(p.at)
+	}
+	return d.lr.n - int64(d.br.Buffered())
+}
+
+// stopPar stops the pipeline's goroutines.
+func (d *Decoder) stopPar() {
+	if d.par != nil {
+		d.par.once.Do(func() { close(d.par.quit) })
+	}
+}
