@@ -1,6 +1,10 @@
 package model
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
 	"github.com/ipfence/ipfence/verify/history"
 	"github.com/ipfence/ipfence/verify/linear"
 )
@@ -78,24 +82,41 @@ func (m independentModel) Compile(ops []history.Op, opt Options) ([]linear.Parti
 	}
 	inner := opt
 	inner.Unpartitioned = false
+	// The keys compile apart, on every processor: they share nothing.
+	type compiled struct {
+		parts []linear.Partition
+		err   error
+	}
+	out := make([]compiled, len(groups))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(groups)) {
+		wg.Go(func() {
+			for k := int(next.Add(1) - 1); k < len(groups); k = int(next.Add(1) - 1) {
+				g := groups[k]
+				ps, err := m.inner.Compile(g.ops, inner)
+				for _, p := range ps {
+					for i := range p.Ops {
+						p.Ops[i].ID = g.orig[p.Ops[i].ID]
+					}
+				}
+				out[k] = compiled{ps, err}
+			}
+		})
+	}
+	wg.Wait()
 	var parts []linear.Partition
-	for _, g := range groups {
-		ps, err := m.inner.Compile(g.ops, inner)
-		if err != nil {
-			return nil, err
+	for k, g := range groups {
+		if out[k].err != nil {
+			// The first key's error, as one key after another would.
+			return nil, out[k].err
 		}
-		for _, p := range ps {
+		for _, p := range out[k].parts {
 			label := "key " + history.Show(g.key)
 			if p.Label != "" {
 				label += ", " + p.Label
 			}
 			p.Label = label
-			remapped := make([]linear.Op, len(p.Ops))
-			for i, lo := range p.Ops {
-				lo.ID = g.orig[lo.ID]
-				remapped[i] = lo
-			}
-			p.Ops = remapped
 			parts = append(parts, p)
 		}
 	}
