@@ -122,7 +122,7 @@ func (d *Decoder) decodeBatch(b *parBatch) {
 		line, lineNo, index := b.data[start:end], int(b.lineNos[k]), b.base+int64(k)
 		start = end
 		if d.detected && !utf8.Valid(line) {
-			b.err = &InputError{Line: lineNo, Msg: "file is not UTF-8 text"}
+			b.err = notUTF8Line(line, lineNo)
 			return
 		}
 		e, err := jsonlEvent(line, lineNo, index)

@@ -188,3 +188,16 @@ func TestPairerGrow(t *testing.T) {
 		}
 	}
 }
+
+// A line that is not UTF-8 is named by its line and the column of its
+// first byte that is not, serial or parallel.
+func TestNotUTF8Column(t *testing.T) {
+	head := strings.Repeat(`{"type":"invoke","process":0,"f":"read","value":null}`+"\n"+`{"type":"ok","process":0,"f":"read","value":null}`+"\n", 700)
+	data := head + "{\"type\":\"invoke\",\"process\":0,\"f\":\"r\xffead\"}\n"
+	for _, par := range []bool{false, true} {
+		_, _, _, err := decodeWith([]byte(data), "", par, Limits{}, 0)
+		if err != "h:1401:36: file is not UTF-8 text" {
+			t.Errorf("parallel %v: %s", par, err)
+		}
+	}
+}

@@ -320,10 +320,25 @@ func (d *Decoder) readLine() ([]byte, bool, error) {
 	return line, false, nil
 }
 
+// notUTF8Line is the error for a line that is not UTF-8 text: where its
+// first byte that is not sits.
+func notUTF8Line(line []byte, lineNo int) error {
+	col := 1
+	for len(line) > 0 {
+		r, n := utf8.DecodeRune(line)
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		line = line[n:]
+		col++
+	}
+	return &InputError{Line: lineNo, Col: col, Msg: "file is not UTF-8 text"}
+}
+
 // notUTF8 says whether a line fails the UTF-8 check of a detected format.
 func (d *Decoder) notUTF8(line []byte) error {
 	if d.detected && !utf8.Valid(line) {
-		return &InputError{Line: d.line, Msg: "file is not UTF-8 text"}
+		return notUTF8Line(line, d.line)
 	}
 	return nil
 }
