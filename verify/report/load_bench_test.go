@@ -1,8 +1,9 @@
 package report
 
 import (
+	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,39 +19,12 @@ import (
 //	go test ./verify/report -run '^$' -bench Timeline1MLoad -benchtime 3x
 func BenchmarkTimeline1MLoad(b *testing.B) {
 	events, faults := synthetic(1, 1_000_000, 10)
-	dir := b.TempDir()
-	if out := os.Getenv("IPFENCE_REPORT_OUT"); out != "" {
-		dir = filepath.Join(out, "1m")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-	}
-	path := filepath.Join(dir, "timeline.html")
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := Timeline(f, "bench", events, faults); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var ms float64
-	b.ResetTimer()
-	for b.Loop() {
-		l := pageload.Measure(b, path)
+	pageload.Bench(b, "timeline.html", func(w io.Writer) error { return Timeline(w, "bench", events, faults) }, func(l pageload.Load) error {
 		if l.Attrs["mode"] != "bands" {
-			b.Fatalf("the page opened as %q, want bands", l.Attrs["mode"])
+			return fmt.Errorf("the page opened as %q, want bands", l.Attrs["mode"])
 		}
-		ms += l.Ms
-	}
-	b.ReportMetric(ms/float64(b.N), "load-ms")
-	b.ReportMetric(float64(st.Size()), "page-bytes")
+		return nil
+	})
 }
 
 // TestLoadPages loads each page named in IPFENCE_LOAD_PAGES (paths

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,4 +111,45 @@ func bodyAttrs(dom []byte) (map[string]string, error) {
 		attrs[string(m[1])] = html.UnescapeString(string(m[2]))
 	}
 	return attrs, nil
+}
+
+// Bench writes a page named name with write (into a temporary folder, or
+// $IPFENCE_REPORT_OUT/1m when set, where it stays), then loads it once
+// per iteration, checks each load with check, and reports the mean
+// load-ms and the page's page-bytes: the body the report benchmarks
+// share.
+func Bench(b *testing.B, name string, write func(io.Writer) error, check func(Load) error) {
+	dir := b.TempDir()
+	if out := os.Getenv("IPFENCE_REPORT_OUT"); out != "" {
+		dir = filepath.Join(out, "1m")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := write(f); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ms float64
+	b.ResetTimer()
+	for b.Loop() {
+		l := Measure(b, path)
+		if err := check(l); err != nil {
+			b.Fatal(err)
+		}
+		ms += l.Ms
+	}
+	b.ReportMetric(ms/float64(b.N), "load-ms")
+	b.ReportMetric(float64(st.Size()), "page-bytes")
 }
