@@ -47,6 +47,13 @@ type fileCheck func(ctx context.Context, file string, data []byte, format histor
 // within lim, instead of being handed its bytes.
 type streamCheck func(ctx context.Context, file string, r io.Reader, lim history.Limits, format history.Format, warn io.Writer, phase func(string)) (v linear.Verdict, asJSON any, summary string, after func() error, err error)
 
+// warnTorn says that file's last line, line, was cut short, and how many
+// events before it are checked.
+func warnTorn(w io.Writer, file string, line int, events int64) {
+	fmt.Fprintf(w, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
+		file, line, events)
+}
+
 // parseHistory parses a file's contents within a bound on the memory the
 // events take, warning about a torn last line. It returns the events'
 // estimated memory too.
@@ -58,8 +65,7 @@ func parseHistory(file string, data []byte, format history.Format, maxParsed int
 	}
 	slog.Debug("read history", "file", file, "format", h.Format, "events", len(h.Events), "took", time.Since(start))
 	if h.TornLine > 0 {
-		fmt.Fprintf(warn, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
-			file, h.TornLine, len(h.Events))
+		warnTorn(warn, file, h.TornLine, int64(len(h.Events)))
 	}
 	return h, size, nil
 }
@@ -146,8 +152,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	// follower makes the online checker of --follow, and what to print
 	// once it has finished.
 	var follower func(file string) (follow.Checker, func() (any, string, func() error))
+	transactional := *modelName == isolation.ListAppend || *modelName == isolation.RWRegister
 	switch {
-	case *modelName == isolation.ListAppend || *modelName == isolation.RWRegister:
+	case transactional:
 		if c := only("linearizability models", "initial", "html", "no-partition"); c != 0 {
 			return c
 		}
@@ -231,7 +238,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		// accounts. (Not in tests that call runCheck side by side: the
 		// limit is one per process.)
 		debug.SetMemoryLimit(maxBytes)
-		if stream != nil && check == nil {
+		if transactional {
 			// A transactional check's memory is nearly all live and
 			// grows as it reads (transactions, then edges): at the
 			// default goal of twice the live heap, 10M transactions
@@ -448,8 +455,7 @@ func followFile(file string, timeout, idle time.Duration, lim history.Limits, mk
 		fmt.Fprintf(&o.warn, "ipfence-verify check: warning: %s: no end marker; the file has not grown for %s, checking the %d events read\n", file, idle, end.Events)
 	}
 	if end.TornLine > 0 {
-		fmt.Fprintf(&o.warn, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
-			file, end.TornLine, end.Events)
+		warnTorn(&o.warn, file, end.TornLine, end.Events)
 	}
 	o.v = v
 	o.obj, o.summary, o.after = show()
@@ -502,8 +508,7 @@ func linearStream(opt lincheck.Options, maxParsed int64) streamCheck {
 		slog.Debug("checked", "file", file, "events", d.Events(), "valid", r.Valid, "reason", r.Reason, "ops", r.Ops,
 			"partitions", r.Partitions, "configs", r.Configs, "took", time.Duration(r.CheckNS))
 		if t := d.TornLine(); t > 0 {
-			fmt.Fprintf(warn, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
-				file, t, d.Events())
+			warnTorn(warn, file, t, d.Events())
 		}
 		return r.Valid, r, r.Summary(), nil, nil
 	}
@@ -539,8 +544,7 @@ func isolationCheck(opt isolation.Options, dotDir string) streamCheck {
 		}
 		slog.Debug("checked", "file", file, "events", d.Events(), "txns", r.Txns, "took", time.Since(start))
 		if t := d.TornLine(); t > 0 {
-			fmt.Fprintf(warn, "ipfence-verify check: warning: %s:%d: the last line is cut short (its writer stopped mid-line); checking the %d events before it\n",
-				file, t, d.Events())
+			warnTorn(warn, file, t, d.Events())
 		}
 		var after func() error
 		if dotDir != "" {
