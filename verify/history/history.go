@@ -178,21 +178,11 @@ type Pairer struct {
 	open  map[Process]int // process → index into Ops
 }
 
-// Grow makes room for the operations of the rest of d's input, estimated
-// from its size and the bytes its events so far took (an input of
-// unknown size is left alone): appending ten million operations one at a
-// time copied each of them about twice more.
-func (p *Pairer) Grow(d *Decoder) {
-	size, read := d.lr.size, d.consumed()
-	if size <= 0 || read <= 0 || d.index <= 0 {
-		return
-	}
-	// Events per byte so far, two events to an operation, a fifth more
-	// for slack (lines grow longer as their indexes and times do, so the
-	// estimate is high rather than low); never more than the input could
-	// hold at one byte an event.
-	ops := min(float64(size)/float64(read)*float64(d.index)/2*1.2, float64(size))
-	if n := int(ops); n > cap(p.Ops) {
+// Grow makes room for n operations in all (see Decoder.ExpectedEvents):
+// appending ten million operations one at a time copied each of them
+// about twice more.
+func (p *Pairer) Grow(n int) {
+	if n > cap(p.Ops) {
 		p.Ops = slices.Grow(p.Ops, n-len(p.Ops))
 		if p.Track {
 			p.ReturnIndex = slices.Grow(p.ReturnIndex, n-len(p.ReturnIndex))

@@ -171,6 +171,19 @@ func (d *Decoder) nextPar() (Event, error) {
 	}
 }
 
+// ExpectedEvents estimates how many events the whole input holds, from
+// its size and the bytes the events so far took, a fifth more for slack
+// (lines grow longer as their indexes and times do, so the estimate is
+// high rather than low, and never more than one event a byte); 0 when the
+// input's size is unknown (not a regular file) or nothing was read yet.
+func (d *Decoder) ExpectedEvents() int64 {
+	size, read := d.lr.size, d.consumed()
+	if size <= 0 || read <= 0 || d.index <= 0 {
+		return 0
+	}
+	return int64(min(float64(size)/float64(read)*float64(d.index)*1.2, float64(size)))
+}
+
 // consumed is how many bytes of input the events Next returned so far
 // took, blank lines included.
 func (d *Decoder) consumed() int64 {

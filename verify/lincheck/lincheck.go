@@ -131,7 +131,7 @@ func CheckDecoder(ctx context.Context, file string, d *history.Decoder, opt Opti
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		if pos == presizeAfter {
-			p.Grow(d)
+			p.Grow(int(d.ExpectedEvents() / 2))
 		}
 	}
 	if opt.MaxMemory > 0 {
