@@ -176,11 +176,13 @@ func cloudWallHolds(t *testing.T, cloud string) {
 	f := cs["fence"].Fields
 	n, _ := f["stale_actions_refused_by_cloud"].(int)
 	if cloud == "oci" && out.Verdict == linear.False && n >= 1 {
-		// OCI's one gap (see the oci package): a private IP deleted by
-		// its holder takes its epoch record with it, so a stale create
-		// of the freed address executes. Anything else is a failure.
+		// OCI's one gap (see the oci package and ociGap): a private IP
+		// deleted by its holder takes its epoch record with it, so a
+		// stale create of the freed address executes, and the zombie's
+		// next actions at that epoch on the private IP it made pass its
+		// record. Anything else is a failure.
 		if gap := staleCreates(t, out); gap >= 1 && gap == f["stale_actions_executed"] {
-			t.Logf("oci, gate off: %d stale creates of freed addresses executed (the record went with the deleted private IP); %d stale actions refused by the cloud", gap, n)
+			t.Logf("oci, gate off: %d stale actions executed, each a create of a freed address or the same zombie's action after it (the record went with the deleted private IP); %d stale actions refused by the cloud", gap, n)
 			return
 		}
 	}
@@ -290,27 +292,102 @@ func TestCallsPerMove(t *testing.T) {
 	}
 }
 
-// staleCreates counts the stale actions in a run's record that placed an
-// address no NIC held (an assign onto no holder), returning -1 when any
-// other stale action took effect.
+// staleCreates counts the stale actions in a run's record that OCI's gap
+// lets through (see ociGap), returning -1, with the record of the address
+// logged, when any other stale action took effect.
 func staleCreates(t *testing.T, out *harness.Outcome) int {
 	t.Helper()
 	ms := toMutations(readRecord(t, out))
+	n, other := ociGap(ms)
+	if other >= 0 {
+		m := ms[other]
+		t.Logf("a stale action the gap does not explain: %d: %s %s %s at epoch %d", other, m.Call, m.Address, m.NIC, m.Epoch)
+		for j, o := range ms {
+			if o.Address == m.Address {
+				t.Logf("  %d: %s %s at epoch %d (from %q)", j, o.Call, o.NIC, o.Epoch, o.From)
+			}
+		}
+		return -1
+	}
+	return n
+}
+
+// The gap is told from other stale actions on records shaped as the
+// capture test's runs left them (two, seed 1, gate off).
+func TestOCIGap(t *testing.T) {
+	a := netip.MustParseAddr("10.0.1.10")
+	m := func(call capture.Kind, nic string, epoch capture.Epoch) provider.Mutation {
+		return provider.Mutation{Call: call, NIC: nic, Address: a, Epoch: epoch}
+	}
+	as, un, fwOn, fwOff := capture.Assign, capture.Unassign, capture.EnableForwarding, capture.DisableForwarding
+	// n2 released at 7; n1, a zombie at 5, made the address anew and
+	// turned its forwarding on.
+	forwarding := []provider.Mutation{m(as, "n1", 1), m(fwOn, "n1", 1), m(as, "n2", 6), m(fwOn, "n2", 6), m(un, "n2", 7),
+		m(fwOff, "n2", 7), m(as, "n1", 5), m(fwOn, "n1", 5)}
+	// n1, a zombie at 4, made the address anew after 5 had released it,
+	// then released it itself; its forwarding off, on a NIC no longer
+	// holding it, changes nothing.
+	release := []provider.Mutation{m(as, "n1", 3), m(as, "n2", 4), m(un, "n2", 5), m(as, "n1", 4), m(un, "n1", 4), m(fwOff, "n1", 4)}
+	cases := []struct {
+		name     string
+		ms       []provider.Mutation
+		n, other int
+	}{
+		{"create then forwarding", forwarding, 2, -1},
+		{"create then release", release, 2, -1},
+		{"no stale action", forwarding[:6], 0, -1},
+		{"a stale release with no create before it", []provider.Mutation{m(as, "n1", 3), m(as, "n2", 5), m(as, "n1", 6), m(un, "n1", 4)}, 0, 3},
+		{"a stale move onto a held address", []provider.Mutation{m(as, "n1", 3), m(as, "n2", 5), m(as, "n1", 4)}, 0, 2},
+		{"the zombie at another epoch", append(forwarding[:7:7], m(fwOn, "n1", 4)), 1, 7},
+		{"after a newer move", append(forwarding[:8:8], m(as, "n2", 8), m(as, "n1", 5)), 2, 9},
+	}
+	for _, c := range cases {
+		if n, other := ociGap(c.ms); n != c.n || other != c.other {
+			t.Errorf("%s: %d in the gap, other at %d; want %d, %d", c.name, n, other, c.n, c.other)
+		}
+	}
+}
+
+// ociGap counts the stale actions in a record (in the order applied) that
+// OCI's one gap explains, and returns the index of the first effective
+// stale action it does not (-1 for none). The gap: a private IP deleted by
+// its holder takes its epoch record with it, so a zombie's stale create
+// of the freed address executes, and the private IP it makes carries the
+// zombie's own epoch as its record; that zombie's next actions at the same
+// epoch on the address (its forwarding, its release of it) are then
+// checked against that record and pass, until a newer write moves or
+// deletes the private IP. Any other stale action, a create onto an
+// address some NIC held included, is not the gap.
+func ociGap(ms []provider.Mutation) (n, other int) {
+	type made struct {
+		nic   string
+		epoch capture.Epoch
+	}
 	holder := map[netip.Addr]string{}
+	gap := map[netip.Addr]made{}
 	stale := map[int]bool{}
 	for _, st := range provider.StaleMutations(ms) {
 		if st.Effective {
 			stale[st.Index] = true
 		}
 	}
-	n := 0
 	for i, m := range ms {
-		if stale[i] {
-			if m.Call != capture.Assign || holder[m.Address] != "" {
-				t.Logf("a stale action other than a create of a freed address: %+v (holder %q)", m, holder[m.Address])
-				return -1
-			}
+		g, inGap := gap[m.Address]
+		switch {
+		case stale[i] && m.Call == capture.Assign && holder[m.Address] == "":
+			gap[m.Address] = made{m.NIC, m.Epoch}
 			n++
+		case stale[i] && inGap && g == made{m.NIC, m.Epoch}:
+			n++
+			if m.Call == capture.Unassign {
+				delete(gap, m.Address)
+			}
+		case stale[i]:
+			return n, i
+		case m.Call == capture.Assign || m.Call == capture.Unassign:
+			// A write that moved or deleted the private IP: whatever
+			// comes next is checked against a newer record, or none.
+			delete(gap, m.Address)
 		}
 		switch m.Call {
 		case capture.Assign:
@@ -321,5 +398,5 @@ func staleCreates(t *testing.T, out *harness.Outcome) int {
 			}
 		}
 	}
-	return n
+	return n, -1
 }

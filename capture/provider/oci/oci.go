@@ -34,7 +34,10 @@
 // them: a forwarding change (UpdateVnic) on the VNIC holding the address
 // is checked against the record but not conditional on it; and a private
 // IP deleted by its holder takes its record with it, so a stale create of
-// the freed address is stopped only by the gate.
+// the freed address is stopped only by the gate (and the private IP it
+// makes carries the stale epoch as its record, so the same zombie's
+// forwarding change or release at that epoch passes too, until a newer
+// write moves or deletes the private IP).
 //
 // Fencing rules as in the AWS driver: a change is never retried by the
 // SDK (a delayed retry of an old acquire could take the address back from
