@@ -94,8 +94,16 @@ func window(bits []uint64) (lo, hi int) {
 // its entry number (entries are numbered 0, 1, ... as they are added). It
 // returns ok=false when the memory bound stops it from growing.
 func (v *visited) insert(h uint64, state State, bits []uint64) (entry uint32, isNew, ok bool) {
-	h |= 1
 	lo, hi := window(bits)
+	return v.insertWindow(h, state, bits, lo, hi)
+}
+
+// insertWindow is insert given bits's window, as window computes it: the
+// search keeps it as it goes, since finding it anew costs a pass over the
+// bitset (a history of 100,000 operations has 1,563 words of it), and that
+// pass took more than half of a long search's time.
+func (v *visited) insertWindow(h uint64, state State, bits []uint64, lo, hi int) (entry uint32, isNew, ok bool) {
+	h |= 1
 	for i := h & v.mask; ; i = (i + 1) & v.mask {
 		switch v.hashes[i] {
 		case 0:

@@ -1,6 +1,7 @@
 package linear
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -86,4 +87,40 @@ func TestVisitedBudget(t *testing.T) {
 	if b.used.Load() != 0 {
 		t.Fatalf("freed, the budget still holds %d", b.used.Load())
 	}
+}
+
+// The search keeps its bitset's window as it pushes and pops, rather than
+// finding it anew for each configuration: with checkWindows set, every
+// push and pop compares it with window's, over searches of hundreds of
+// operations (bitsets of several words) that backtrack, succeed, fail and
+// run out of memory.
+func TestSearchKeepsWindow(t *testing.T) {
+	checkWindows = true
+	defer func() { checkWindows = false }()
+	r := rand.New(rand.NewPCG(3, 5))
+	verdicts := map[Verdict]int{}
+	for range 200 {
+		n := 64 + r.IntN(300)
+		ops := randomHistory(r, n)
+		spec := randomSpec(r, n, 2+r.IntN(2))
+		// Half the operations always possible, so that searches get deep.
+		for i := range spec.table {
+			if r.IntN(2) == 0 {
+				for st := range spec.table[i] {
+					if spec.table[i][st] < 0 {
+						spec.table[i][st] = st
+					}
+				}
+			}
+		}
+		res, err := Check(context.Background(), []Partition{{Ops: ops, Spec: spec}}, Options{MaxMemory: 8 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdicts[res.Valid]++
+	}
+	if verdicts[True] == 0 || verdicts[False] == 0 {
+		t.Fatalf("the searches did not both succeed and fail: %v", verdicts)
+	}
+	t.Logf("verdicts %v", verdicts)
 }

@@ -1,6 +1,7 @@
 package linear
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -55,10 +56,12 @@ type search struct {
 
 	state State
 	bits  []uint64
-	hash  uint64
-	stack []frame
-	seen  *visited
-	stop  *atomic.Bool
+	// lo and hi are bits's window (see window), kept as bits change.
+	lo, hi int
+	hash   uint64
+	stack  []frame
+	seen   *visited
+	stop   *atomic.Bool
 	// cursor is the entry the scan is at, kept between quanta; started
 	// says the initial closure is done.
 	cursor  int32
@@ -207,7 +210,11 @@ func (s *search) push(i int32, next State, forced bool) (res pushResult, blame i
 			return dead, d
 		}
 	}
-	entry, isNew, ok := s.seen.insert(h^mix(next), next, s.bits)
+	lo, hi := s.lo, max(s.hi, int(i>>6)+1)
+	for lo < len(s.bits) && s.bits[lo] == ^uint64(0) {
+		lo++
+	}
+	entry, isNew, ok := s.seen.insertWindow(h^mix(next), next, s.bits, lo, hi)
 	if !ok || !isNew {
 		s.bits[i>>6] &^= 1 << (i & 63)
 		blame = -1
@@ -238,7 +245,8 @@ func (s *search) push(i int32, next State, forced bool) (res pushResult, blame i
 		}
 	}
 	s.stack = append(s.stack, frame{op: i, forced: forced, fkey: s.fkey, entry: int32(entry), prev: s.state})
-	s.state, s.hash = next, h
+	s.state, s.hash, s.lo, s.hi = next, h, lo, hi
+	s.checkWindow()
 	s.unlink(2*i + 1)
 	s.unlink(2*i + 2)
 	return pushed, -1
@@ -252,6 +260,13 @@ func (s *search) pop() frame {
 	s.relink(2*i + 2)
 	s.relink(2*i + 1)
 	s.bits[i>>6] &^= 1 << (i & 63)
+	if w := int(i >> 6); w < s.lo {
+		s.lo = w
+	}
+	for s.hi > s.lo && s.bits[s.hi-1] == 0 {
+		s.hi--
+	}
+	s.checkWindow()
 	s.hash ^= zobrist(i)
 	if s.k != nil {
 		s.k.flip(i)
@@ -346,6 +361,18 @@ func (s *search) frontierKey() int32 {
 		return -1
 	}
 	return s.k.of[opOf(e)]
+}
+
+// checkWindows makes every push and pop check the window kept against
+// window's (tests set it).
+var checkWindows = false
+
+func (s *search) checkWindow() {
+	if checkWindows {
+		if lo, hi := window(s.bits); lo != s.lo || hi != s.hi {
+			panic(fmt.Sprintf("window kept [%d, %d), want [%d, %d)", s.lo, s.hi, lo, hi))
+		}
+	}
 }
 
 // note records the furthest return entry the search could not pass.
