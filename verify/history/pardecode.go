@@ -25,9 +25,13 @@ type parBatch struct {
 
 	events  []Event
 	evLines []int32
-	err     error // a line that is not an event (after events)
-	torn    int   // the torn last line's number
-	done    chan struct{}
+	// With a LineReader: what its Prepare returned, and which lines it
+	// read (their events are left zero, for Take).
+	prep  any
+	taken []bool
+	err   error // a line that is not an event (after events)
+	torn  int   // the torn last line's number
+	done  chan struct{}
 }
 
 // parBatchBytes is about how much text a batch holds (tests make it
@@ -50,6 +54,29 @@ type parState struct {
 // processor. Call it before the first Next.
 func (d *Decoder) Parallel() {
 	d.wantPar = true
+}
+
+// LineReader is a fast reader of some shape of JSON Lines event, in two
+// steps, so that a parallel Decoder can run the costly one on its
+// workers: Prepare reads a batch of lines on a worker (batches
+// concurrently, so it must keep no state of its own between calls), and
+// Take, called on the Decoder's caller's goroutine in input order,
+// uses what Prepare read of one line. A line Prepare leaves, or one Take
+// returns false for, is decoded by the Decoder as usual.
+type LineReader interface {
+	// Prepare reads lines (without their newlines, each valid until
+	// Take is offered it), setting taken[k] for each line k it read.
+	Prepare(lines [][]byte, taken []bool) any
+	// Take is offered line k of the batch Prepare returned prep for: a
+	// line it takes counts as an event and is not decoded.
+	Take(prep any, k int, line []byte, lineNo int) bool
+}
+
+// ParallelLines makes the Decoder parallel, as Parallel does, with r
+// reading the lines it can. When the Decoder runs serially (another
+// format, or one processor) r is not used, and Lines, if set, is.
+func (d *Decoder) ParallelLines(r LineReader) {
+	d.wantPar, d.lineReader = true, r
 }
 
 // startPar starts the pipeline: a reader, and workers.
@@ -117,6 +144,10 @@ func (d *Decoder) readBatches(p *parState, work chan<- *parBatch, size int) {
 func (d *Decoder) decodeBatch(b *parBatch) {
 	b.events = make([]Event, 0, len(b.ends))
 	b.evLines = make([]int32, 0, len(b.ends))
+	if d.lineReader != nil {
+		b.taken = make([]bool, len(b.ends))
+		b.prep = d.lineReader.Prepare(b.lines(), b.taken)
+	}
 	start := int32(0)
 	for k, end := range b.ends {
 		line, lineNo, index := b.data[start:end], int(b.lineNos[k]), b.base+int64(k)
@@ -124,6 +155,12 @@ func (d *Decoder) decodeBatch(b *parBatch) {
 		if d.detected && !utf8.Valid(line) {
 			b.err = notUTF8Line(line, lineNo)
 			return
+		}
+		if b.taken != nil && b.taken[k] {
+			// For Take; its event, should it leave the line, is decoded then.
+			b.events = append(b.events, Event{})
+			b.evLines = append(b.evLines, int32(lineNo))
+			continue
 		}
 		e, err := jsonlEvent(line, lineNo, index)
 		if err != nil {
@@ -139,11 +176,44 @@ func (d *Decoder) decodeBatch(b *parBatch) {
 	}
 }
 
+// lines returns the batch's lines.
+func (b *parBatch) lines() [][]byte {
+	out := make([][]byte, len(b.ends))
+	start := int32(0)
+	for k, end := range b.ends {
+		out[k] = b.data[start:end:end]
+		start = end
+	}
+	return out
+}
+
+// line returns the batch's line k.
+func (b *parBatch) line(k int) []byte {
+	start := int32(0)
+	if k > 0 {
+		start = b.ends[k-1]
+	}
+	return b.data[start:b.ends[k]:b.ends[k]]
+}
+
 // nextPar is Next's decode in parallel mode.
 func (d *Decoder) nextPar() (Event, error) {
 	p := d.par
 	for {
 		if b := p.cur; b != nil {
+			for p.at < len(b.events) && b.taken != nil && b.taken[p.at] {
+				k, lineNo := p.at, int(b.evLines[p.at])
+				p.at++
+				line := b.line(k)
+				if d.lineReader.Take(b.prep, k, line, lineNo) {
+					d.index++
+					continue
+				}
+				// Left to the Decoder: the line read as an event of the
+				// fast reader's shape, so it is whole JSON, never torn.
+				d.evLine = lineNo
+				return jsonlEvent(line, lineNo, b.base+int64(k))
+			}
 			if p.at < len(b.events) {
 				e := b.events[p.at]
 				b.events[p.at] = Event{} // the caller keeps what it needs

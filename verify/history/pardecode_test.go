@@ -14,13 +14,51 @@ import (
 	"testing"
 )
 
+// taker is a fast reader for the tests: it reads the lines that name
+// f cas, and of those takes all but process 3's; it records what it took.
+// As a LineReader its Prepare keeps each line's number in the batch.
+type taker struct {
+	took []string
+}
+
+func (r *taker) reads(line []byte) bool { return bytes.Contains(line, []byte(`"f":"cas"`)) }
+
+func (r *taker) take(line []byte, lineNo int) bool {
+	if bytes.Contains(line, []byte(`"process":3,`)) {
+		return false
+	}
+	r.took = append(r.took, fmt.Sprintf("%d:%s", lineNo, line))
+	return true
+}
+
+func (r *taker) Prepare(lines [][]byte, taken []bool) any {
+	ks := make([]int, len(lines))
+	for k, line := range lines {
+		taken[k], ks[k] = r.reads(line), k
+	}
+	return ks
+}
+
+func (r *taker) Take(prep any, k int, line []byte, lineNo int) bool {
+	if prep.([]int)[k] != k {
+		panic("Take offered another line than Prepare read")
+	}
+	return r.take(line, lineNo)
+}
+
 // decodeWith reads data through a Decoder, serial or parallel, within lim
 // and a parsed bound, and returns its events, torn line, event count and
-// error text.
-func decodeWith(data []byte, format Format, par bool, lim Limits, maxParsed int64) (events []Event, torn int, n int64, errText string) {
+// error text. With tk, a fast reader takes some lines (Lines when serial,
+// ParallelLines when parallel).
+func decodeWith(data []byte, format Format, par bool, lim Limits, maxParsed int64, tk *taker) (events []Event, torn int, n int64, errText string) {
 	d := NewDecoder(context.Background(), "h", bytes.NewReader(data), format, lim)
 	defer d.Close()
-	if par {
+	switch {
+	case tk != nil && par:
+		d.ParallelLines(tk)
+	case tk != nil:
+		d.Lines = func(line []byte, lineNo int) bool { return tk.reads(line) && tk.take(line, lineNo) }
+	case par:
 		d.Parallel()
 	}
 	if maxParsed > 0 {
@@ -47,11 +85,20 @@ func sameInParallel(t testing.TB, name string, data []byte, format Format, lim L
 	}
 	defer func(n int) { parBatchBytes = n }(parBatchBytes)
 	parBatchBytes = 100
-	se, st, sn, serr := decodeWith(data, format, false, lim, maxParsed)
-	pe, pt, pn, perr := decodeWith(data, format, true, lim, maxParsed)
+	se, st, sn, serr := decodeWith(data, format, false, lim, maxParsed, nil)
+	pe, pt, pn, perr := decodeWith(data, format, true, lim, maxParsed, nil)
 	if !reflect.DeepEqual(se, pe) || st != pt || sn != pn || serr != perr {
 		t.Errorf("%s: serial %d events (torn %d, count %d, error %q); parallel %d events (torn %d, count %d, error %q)",
 			name, len(se), st, sn, serr, len(pe), pt, pn, perr)
+	}
+	// With a fast reader taking some lines: the same lines taken, in
+	// order, and the same events for the rest.
+	var sTk, pTk taker
+	se, st, sn, serr = decodeWith(data, format, false, lim, maxParsed, &sTk)
+	pe, pt, pn, perr = decodeWith(data, format, true, lim, maxParsed, &pTk)
+	if !reflect.DeepEqual(se, pe) || st != pt || sn != pn || serr != perr || !reflect.DeepEqual(sTk.took, pTk.took) {
+		t.Errorf("%s, fast reader: serial %d events, %d lines taken (torn %d, count %d, error %q); parallel %d events, %d lines taken (torn %d, count %d, error %q)",
+			name, len(se), len(sTk.took), st, sn, serr, len(pe), len(pTk.took), pt, pn, perr)
 	}
 }
 
@@ -88,6 +135,7 @@ func TestParallelDecoder(t *testing.T) {
 		{"unknown type amid", mid + `{"type":"bogus","process":0}` + "\n" + g, "", Limits{}, 0},
 		// (Past the 64KiB the format is detected from.)
 		{"not UTF-8 amid", g + g + mid + "{\"type\":\"ok\",\"process\":0,\"f\":\"\xff\"}\n" + g, "", Limits{}, 0},
+		{"not UTF-8 in a line the fast reader reads", g + g + mid + "{\"type\":\"ok\",\"process\":0,\"f\":\"cas\",\"value\":\"\xff\"}\n" + g, "", Limits{}, 0},
 		{"not UTF-8, format given", mid + "{\"type\":\"ok\",\"process\":0,\"f\":\"\xff\"}\n" + g, JSONL, Limits{}, 0},
 		{"long line", mid + `{"type":"ok","process":0,"value":"` + strings.Repeat("y", 500) + `"}` + "\n" + g, "", Limits{MaxLine: 300}, 0},
 		{"input too large", g, "", Limits{MaxBytes: 20_000}, 0},
@@ -110,6 +158,14 @@ func TestParallelDecoder(t *testing.T) {
 	d.Parallel()
 	if _, err := d.Next(); err != nil || d.par == nil {
 		t.Fatalf("%v; pipeline %v", err, d.par)
+	}
+	// So did it with a fast reader, whose Prepare the workers ran.
+	var tk taker
+	d = NewDecoder(context.Background(), "h", strings.NewReader(g), "", Limits{})
+	defer d.Close()
+	d.ParallelLines(&tk)
+	if _, err := d.Next(); err != nil || d.par == nil || len(tk.took) == 0 {
+		t.Fatalf("%v; pipeline %v; %d lines taken", err, d.par, len(tk.took))
 	}
 }
 
@@ -196,7 +252,7 @@ func TestNotUTF8Column(t *testing.T) {
 	head := strings.Repeat(`{"type":"invoke","process":0,"f":"read","value":null}`+"\n"+`{"type":"ok","process":0,"f":"read","value":null}`+"\n", 700)
 	data := head + "{\"type\":\"invoke\",\"process\":0,\"f\":\"r\xffead\"}\n"
 	for _, par := range []bool{false, true} {
-		_, _, _, err := decodeWith([]byte(data), "", par, Limits{}, 0)
+		_, _, _, err := decodeWith([]byte(data), "", par, Limits{}, 0, nil)
 		if err != "h:1401:36: file is not UTF-8 text" {
 			t.Errorf("parallel %v: %s", par, err)
 		}

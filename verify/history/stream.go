@@ -134,8 +134,9 @@ type Decoder struct {
 	evLine int
 	// wantPar asks for parallel JSON Lines decoding; par is its pipeline
 	// once started (see Parallel).
-	wantPar bool
-	par     *parState
+	wantPar    bool
+	par        *parState
+	lineReader LineReader
 
 	// Lines, when set, is offered each non-blank JSON Lines line (without
 	// its newline; valid until it returns) before it is decoded: a line
@@ -277,7 +278,7 @@ func (d *Decoder) decode() (Event, error) {
 	}
 	switch f {
 	case JSONL:
-		if d.par == nil && d.wantPar && d.Lines == nil && runtime.GOMAXPROCS(0) > 1 {
+		if d.par == nil && d.wantPar && (d.Lines == nil || d.lineReader != nil) && runtime.GOMAXPROCS(0) > 1 {
 			d.startPar()
 		}
 		if d.par != nil {

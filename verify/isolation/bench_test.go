@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,7 +120,9 @@ func BenchmarkHugeSCC(b *testing.B) {
 // each size up to 1,000,000 transactions (10,000,000 with
 // IPFENCE_BENCH_10M=1: some 3 GB of text under TMPDIR, and several GB
 // of memory). peak-heap-MiB is the largest live heap sampled; the files
-// are not held, so it is the checker's own memory:
+// are not held, so it is the checker's own memory. jsonl-serial reads
+// the JSON Lines file on one goroutine, as the reader did before it read
+// on the Decoder's workers, for the ratio:
 //
 //	go test ./verify/isolation -run '^$' -bench CheckFile -benchtime 1x -timeout 60m
 func BenchmarkCheckFile(b *testing.B) {
@@ -128,10 +131,15 @@ func BenchmarkCheckFile(b *testing.B) {
 		sizes = append(sizes, 10_000_000)
 	}
 	for _, n := range sizes {
-		for _, format := range []history.Format{history.JSONL, history.EDN} {
-			b.Run(fmt.Sprintf("txns=%d/%s", n, format), func(b *testing.B) {
+		for _, variant := range []string{"jsonl", "jsonl-serial", "edn"} {
+			format := history.Format(strings.TrimSuffix(variant, "-serial"))
+			b.Run(fmt.Sprintf("txns=%d/%s", n, variant), func(b *testing.B) {
 				path := filepath.Join(b.TempDir(), "h."+string(format))
 				writeSim(b, path, n, format)
+				if variant == "jsonl-serial" {
+					readInParallel = false
+					defer func() { readInParallel = true }()
+				}
 				runtime.GC()
 				b.ResetTimer()
 				var res *Result

@@ -3,6 +3,7 @@ package isolation
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 
 	"github.com/ipfence/ipfence/internal/jsonscan"
 	"github.com/ipfence/ipfence/verify/history"
@@ -29,18 +30,78 @@ type rawMop struct {
 	n     int32
 }
 
-// fastEvent is one event as the fast reader keeps it.
-type fastEvent struct {
-	index   int64
-	typ     history.Type
-	process history.Process
-	nemesis bool
-	f       bool // the event names f (txn: the fast reader takes no other)
-	mops    []rawMop
+// preMop is a micro-operation as the fast reader reads it, on a worker:
+// its key not yet interned, a list read's elements in the batch's.
+type preMop struct {
+	f      mopKind
+	strKey bool // the key is the string keyStr, not the integer key
+	key    int64
+	keyStr []byte
+	val    int64
+	null   bool  // a read's value is null
+	start  int32 // a list read's elements in preBatch.elems
+	n      int32
 }
 
-// fastEvent reads one event object.
-func (p *parsed) fastEvent(sc *jsonscan.Scanner, ev *fastEvent) error {
+// preEvent is one event as the fast reader reads it.
+type preEvent struct {
+	index    int64
+	hasIndex bool
+	typ      history.Type
+	process  history.Process
+	nemesis  bool
+	f        bool // the event names f (txn: the fast reader takes no other)
+	mops     []preMop
+}
+
+// preBatch is what the fast reader read of a batch of lines: their
+// events, and the micro-operations and read elements they point into.
+type preBatch struct {
+	evs   []preEvent
+	mops  []preMop
+	elems []int64
+}
+
+// fastReader is the fast reader as a history.LineReader: Prepare reads
+// lines on the Decoder's workers, touching nothing but its workload;
+// Take builds their transactions, in order.
+type fastReader struct{ b *builder }
+
+// Prepare implements history.LineReader.
+func (r fastReader) Prepare(lines [][]byte, taken []bool) any {
+	pb := &preBatch{evs: make([]preEvent, len(lines)), mops: make([]preMop, 0, 4*len(lines))}
+	for k, line := range lines {
+		taken[k] = pb.read(r.b.p.workload, line, &pb.evs[k])
+	}
+	return pb
+}
+
+// Take implements history.LineReader.
+func (r fastReader) Take(prep any, k int, _ []byte, _ int) bool {
+	pb := prep.(*preBatch)
+	return r.b.take(pb, &pb.evs[k])
+}
+
+// read reads one line into ev, its micro-operations and elements
+// appended to the batch's; false, with the batch as it was, when the
+// line is for the general reader.
+func (pb *preBatch) read(workload string, line []byte, ev *preEvent) bool {
+	nmops, nelems := len(pb.mops), len(pb.elems)
+	*ev = preEvent{process: history.NoProcess}
+	sc := jsonscan.Scanner{B: line}
+	// A value skipped unchecked must be valid JSON, or the fast reader
+	// would accept what the general one refuses.
+	if err := pb.event(workload, &sc, ev); err != nil || (ev.process == history.NoProcess && !ev.nemesis) || sc.Skipped && !json.Valid(line) {
+		pb.mops, pb.elems = pb.mops[:nmops], pb.elems[:nelems]
+		*ev = preEvent{}
+		return false
+	}
+	ev.mops = pb.mops[nmops:len(pb.mops):len(pb.mops)]
+	return true
+}
+
+// event reads one event object.
+func (pb *preBatch) event(workload string, sc *jsonscan.Scanner, ev *preEvent) error {
 	if !sc.Byte('{') {
 		return jsonscan.ErrSlow
 	}
@@ -87,6 +148,7 @@ func (p *parsed) fastEvent(sc *jsonscan.Scanner, ev *fastEvent) error {
 			if ev.index, err = sc.Int(); err != nil {
 				return err
 			}
+			ev.hasIndex = true
 		case "type":
 			t, err := sc.Str()
 			if err != nil {
@@ -124,7 +186,6 @@ func (p *parsed) fastEvent(sc *jsonscan.Scanner, ev *fastEvent) error {
 			if string(f) != "txn" && !ev.nemesis {
 				// Checked again once the process is known: a nemesis
 				// event may name anything.
-				ev.mops = ev.mops[:0]
 				if err := sc.SkipUntilEnd(); err != nil {
 					return err
 				}
@@ -137,7 +198,7 @@ func (p *parsed) fastEvent(sc *jsonscan.Scanner, ev *fastEvent) error {
 				}
 				continue
 			}
-			if err := p.fastMops(sc, ev); err != nil {
+			if err := pb.micro(workload, sc); err != nil {
 				return err
 			}
 			sawValue = true
@@ -154,8 +215,9 @@ func (p *parsed) fastEvent(sc *jsonscan.Scanner, ev *fastEvent) error {
 	return nil
 }
 
-// fastMops reads a transaction's list of [f key value] micro-operations.
-func (p *parsed) fastMops(sc *jsonscan.Scanner, ev *fastEvent) error {
+// micro reads a transaction's list of [f key value] micro-operations
+// into the batch's.
+func (pb *preBatch) micro(workload string, sc *jsonscan.Scanner) error {
 	if sc.Null() {
 		return jsonscan.ErrSlow
 	}
@@ -176,13 +238,13 @@ func (p *parsed) fastMops(sc *jsonscan.Scanner, ev *fastEvent) error {
 		if err != nil || !sc.Byte(',') {
 			return jsonscan.ErrSlow
 		}
-		var r rawMop
+		var r preMop
 		switch {
 		case string(f) == "r":
 			r.f = mRead
-		case string(f) == "append" && p.workload == ListAppend:
+		case string(f) == "append" && workload == ListAppend:
 			r.f = mAppend
-		case string(f) == "w" && p.workload == RWRegister:
+		case string(f) == "w" && workload == RWRegister:
 			r.f = mWrite
 		default:
 			return jsonscan.ErrSlow
@@ -194,13 +256,13 @@ func (p *parsed) fastMops(sc *jsonscan.Scanner, ev *fastEvent) error {
 			if err != nil {
 				return err
 			}
-			r.key = p.in.key(string(k))
+			r.strKey, r.keyStr = true, k
 		} else {
 			k, err := sc.Int()
 			if err != nil {
 				return err
 			}
-			r.key = p.in.key(k)
+			r.key = k
 		}
 		if !sc.Byte(',') {
 			return jsonscan.ErrSlow
@@ -208,11 +270,11 @@ func (p *parsed) fastMops(sc *jsonscan.Scanner, ev *fastEvent) error {
 		switch {
 		case sc.Null():
 			r.null = true
-		case r.f == mRead && p.workload == ListAppend:
+		case r.f == mRead && workload == ListAppend:
 			if !sc.Byte('[') {
 				return jsonscan.ErrSlow
 			}
-			r.start = int32(len(p.reads))
+			r.start = int32(len(pb.elems))
 			for firstElem := true; ; firstElem = false {
 				if sc.Byte(']') {
 					break
@@ -224,10 +286,9 @@ func (p *parsed) fastMops(sc *jsonscan.Scanner, ev *fastEvent) error {
 				if err != nil || reservedVal(v) {
 					return jsonscan.ErrSlow
 				}
-				p.reads = append(p.reads, v)
+				pb.elems = append(pb.elems, v)
 			}
-			r.n = int32(len(p.reads)) - r.start
-			r.start = p.keepRead(r.key, r.start)
+			r.n = int32(len(pb.elems)) - r.start
 		default:
 			v, err := sc.Int()
 			if err != nil || reservedVal(v) {
@@ -238,6 +299,6 @@ func (p *parsed) fastMops(sc *jsonscan.Scanner, ev *fastEvent) error {
 		if !sc.Byte(']') {
 			return jsonscan.ErrSlow
 		}
-		ev.mops = append(ev.mops, r)
+		pb.mops = append(pb.mops, r)
 	}
 }

@@ -2,13 +2,13 @@ package isolation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"time"
 
-	"github.com/ipfence/ipfence/internal/jsonscan"
 	"github.com/ipfence/ipfence/verify/history"
 )
 
@@ -33,8 +33,21 @@ func CheckDecoder(ctx context.Context, d *history.Decoder, o Options) (*Result, 
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	b := newBuilder(o.Workload)
+	p, err := read(d, o.Workload)
+	if err != nil {
+		return nil, err
+	}
+	return p.check(ctx, o, start), nil
+}
+
+// read reads the history d decodes into its transactions.
+func read(d *history.Decoder, workload string) (*parsed, error) {
+	b := newBuilder(workload)
+	b.expect = d.ExpectedEvents
 	d.Lines = func(line []byte, _ int) bool { return b.fastLine(line) }
+	if readInParallel {
+		d.ParallelLines(fastReader{b})
+	}
 	for {
 		e, err := d.Next()
 		if errors.Is(err, io.EOF) {
@@ -47,8 +60,12 @@ func CheckDecoder(ctx context.Context, d *history.Decoder, o Options) (*Result, 
 			return nil, err
 		}
 	}
-	return b.finish().check(ctx, o, start), nil
+	return b.finish(), nil
 }
+
+// readInParallel lets JSON Lines be read on the Decoder's workers (the
+// benchmarks turn it off to measure the serial reader beside it).
+var readInParallel = true
 
 // builder turns events, one at a time, into a history's transactions: it
 // numbers the events that name no process, pairs invokes with
@@ -56,46 +73,118 @@ func CheckDecoder(ctx context.Context, d *history.Decoder, o Options) (*Result, 
 // history.Pair and parse do for a history held whole, with the same
 // errors.
 type builder struct {
-	p    *parsed
-	open map[history.Process]int32 // process → its open transaction
-	// pending holds what an open transaction's invoke said; free the
-	// buffers of completed ones, for the next invokes.
-	pending map[int32]pendingTxn
-	free    [][]rawMop
-	pos     int32 // the next event's position
-	mops    []mop
+	p *parsed
+	// open holds each process's open transaction; free the buffers of
+	// completed ones, for the next invokes.
+	open procs
+	free [][]rawMop
+	pos  int32 // the next event's position
+	mops []mop
 	// Processes for events that name none: the next number, and the
 	// open invokes' numbers, oldest first.
 	anonNext history.Process
 	anonOpen []history.Process
-	ev       fastEvent
+	// scratch is the serial fast reader's, done an ok completion's
+	// micro-operations as read.
+	scratch preBatch
+	done    []rawMop
+	// expect estimates the input's events (Decoder.ExpectedEvents).
+	expect func() int64
 }
 
-// pendingTxn is an open transaction's invoke.
-type pendingTxn struct {
+// presizeAfter is how many transactions the builder reads before it
+// sizes its transactions for the whole input.
+const presizeAfter = 10_000
+
+// openTxn is a process's open transaction: its number, and what its
+// invoke said.
+type openTxn struct {
+	t    int32
 	f    string
 	mops []rawMop
+}
+
+// procs holds the processes' open transactions: those of the small
+// process numbers a test uses in a slice, looked up on every event; any
+// others in a map.
+type procs struct {
+	small []openTxn // by process number; t < 0 for none
+	big   map[history.Process]*openTxn
+}
+
+// smallProcs bounds the process numbers procs keeps in its slice.
+const smallProcs = 1 << 16
+
+// get returns pr's open transaction, or nil.
+func (ps *procs) get(pr history.Process) *openTxn {
+	if pr >= 0 && pr < smallProcs {
+		if int(pr) < len(ps.small) && ps.small[pr].t >= 0 {
+			return &ps.small[pr]
+		}
+		return nil
+	}
+	return ps.big[pr]
+}
+
+// put opens o for pr.
+func (ps *procs) put(pr history.Process, o openTxn) {
+	if pr >= 0 && pr < smallProcs {
+		for int(pr) >= len(ps.small) {
+			ps.small = append(ps.small, openTxn{t: -1})
+		}
+		ps.small[pr] = o
+		return
+	}
+	if ps.big == nil {
+		ps.big = map[history.Process]*openTxn{}
+	}
+	ps.big[pr] = &o
+}
+
+// remove closes pr's open transaction.
+func (ps *procs) remove(pr history.Process) {
+	if pr >= 0 && pr < smallProcs {
+		ps.small[pr] = openTxn{t: -1}
+		return
+	}
+	delete(ps.big, pr)
+}
+
+// each calls f with every open transaction.
+func (ps *procs) each(f func(*openTxn)) {
+	for i := range ps.small {
+		if ps.small[i].t >= 0 {
+			f(&ps.small[i])
+		}
+	}
+	for _, o := range ps.big {
+		f(o)
+	}
 }
 
 func newBuilder(workload string) *builder {
 	p := &parsed{workload: workload, in: newInterner()}
 	p.value = p.render
-	return &builder{p: p, open: map[history.Process]int32{}, pending: map[int32]pendingTxn{}, anonNext: anonymousBase}
+	return &builder{p: p, anonNext: anonymousBase}
 }
 
-// fastLine reads one JSON Lines line by the fast reader. It returns
-// false, with nothing changed, when the line is for the general reader.
+// fastLine reads one JSON Lines line by the fast reader, on the
+// Decoder's goroutine (the serial Decoder's Lines). It returns false, with
+// nothing changed, when the line is for the general reader.
 func (b *builder) fastLine(line []byte) bool {
+	pb := &b.scratch
+	pb.mops, pb.elems = pb.mops[:0], pb.elems[:0]
+	var ev preEvent
+	return pb.read(b.p.workload, line, &ev) && b.take(pb, &ev)
+}
+
+// take builds what the fast reader read of one event (ev, read into pb)
+// into the transactions. It returns false, with nothing changed, when the
+// event is for the general reader.
+func (b *builder) take(pb *preBatch, ev *preEvent) bool {
 	p := b.p
-	nreads := len(p.reads)
-	ev := &b.ev
-	*ev = fastEvent{index: int64(b.pos), process: history.NoProcess, mops: ev.mops[:0]}
-	sc := jsonscan.Scanner{B: line}
-	// A value skipped unchecked must be valid JSON, or the fast reader
-	// would accept what the general one refuses.
-	if err := p.fastEvent(&sc, ev); err != nil || (ev.process == history.NoProcess && !ev.nemesis) || sc.Skipped && !json.Valid(line) {
-		p.reads = p.reads[:nreads]
-		return false
+	if !ev.hasIndex {
+		ev.index = int64(b.pos)
 	}
 	if ev.nemesis {
 		b.pos++
@@ -106,35 +195,58 @@ func (b *builder) fastLine(line []byte) bool {
 		f = "txn"
 	}
 	if ev.typ == history.Invoke {
-		if _, busy := b.open[ev.process]; busy {
-			p.reads = p.reads[:nreads]
+		if b.open.get(ev.process) != nil {
 			return false
 		}
-		b.invoke(ev.process, f, ev.index, append(b.buffer(), ev.mops...))
+		b.invoke(ev.process, f, ev.index, b.intern(pb, ev.mops, b.buffer()))
 		return true
 	}
-	t, open := b.open[ev.process]
-	if !open || (f != "" && f != b.pending[t].f) {
-		p.reads = p.reads[:nreads]
+	o := b.open.get(ev.process)
+	if o == nil || (f != "" && f != o.f) {
 		return false
 	}
+	t := o.t
 	var done []rawMop
 	if ev.typ == history.OK {
-		src := b.pending[t].mops
+		src := o.mops
 		if len(ev.mops) != len(src) {
-			p.reads = p.reads[:nreads]
 			return false
 		}
-		for j, r := range ev.mops {
+		nreads := len(p.reads)
+		b.done = b.intern(pb, ev.mops, b.done[:0])
+		for j, r := range b.done {
 			if r.f != mRead && src[j] != r || r.f == mRead && (src[j].f != mRead || src[j].key != r.key) {
 				p.reads = p.reads[:nreads]
 				return false
 			}
 		}
-		done = ev.mops
+		done = b.done
 	}
 	b.complete(t, ev.typ, ev.index, done)
 	return true
+}
+
+// intern appends the micro-operations ms (read into pb) to out, their keys
+// interned and their list reads' elements kept in the reads arena.
+func (b *builder) intern(pb *preBatch, ms []preMop, out []rawMop) []rawMop {
+	p := b.p
+	for i := range ms {
+		m := &ms[i]
+		r := rawMop{f: m.f, val: m.val, null: m.null}
+		if m.strKey {
+			r.key = p.in.key(string(m.keyStr))
+		} else {
+			r.key = p.in.intKey(m.key)
+		}
+		if m.f == mRead && !m.null && p.workload == ListAppend {
+			r.start = int32(len(p.reads))
+			p.reads = append(p.reads, pb.elems[m.start:m.start+m.n]...)
+			r.n = m.n
+			r.start = p.keepRead(r.key, r.start)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // buffer returns an empty buffer for an invoke's micro-operations.
@@ -150,8 +262,16 @@ func (b *builder) buffer() []rawMop {
 // invoke opens a transaction.
 func (b *builder) invoke(pr history.Process, f string, index int64, mops []rawMop) {
 	t := int32(len(b.p.txns))
-	b.open[pr] = t
-	b.pending[t] = pendingTxn{f: f, mops: mops}
+	if t == presizeAfter && b.expect != nil {
+		// Sized for the whole input, estimated from what the first
+		// transactions took: a slice grown by doubling is copied over
+		// and over, and with a million transactions the copies took a
+		// tenth of the reading.
+		if n := b.expect() / 2; n > int64(cap(b.p.txns)) && n < math.MaxInt32 {
+			b.p.txns = slices.Grow(b.p.txns, int(n)-len(b.p.txns))
+		}
+	}
+	b.open.put(pr, openTxn{t: t, f: f, mops: mops})
 	b.p.txns = append(b.p.txns, txn{index: index, invoke: index, process: pr, typ: history.Info, call: b.pos, ret: -1})
 	b.pos++
 }
@@ -160,9 +280,8 @@ func (b *builder) invoke(pr history.Process, f string, index int64, mops []rawMo
 // micro-operations, with what the reads returned.
 func (b *builder) complete(t int32, typ history.Type, index int64, done []rawMop) {
 	tx := &b.p.txns[t]
-	delete(b.open, tx.process)
-	src := b.pending[t].mops
-	delete(b.pending, t)
+	src := b.open.get(tx.process).mops
+	b.open.remove(tx.process)
 	tx.typ, tx.ret, tx.index = typ, b.pos, index
 	b.reserve(len(src))
 	start := len(b.mops)
@@ -197,15 +316,15 @@ func (b *builder) reserve(n int) {
 // finish closes the transactions never completed (indeterminate, with
 // the invoke's micro-operations) and returns the history's transactions.
 func (b *builder) finish() *parsed {
-	for t, pt := range b.pending {
-		b.reserve(len(pt.mops))
+	b.open.each(func(o *openTxn) {
+		b.reserve(len(o.mops))
 		start := len(b.mops)
-		for _, r := range pt.mops {
+		for _, r := range o.mops {
 			b.mops = append(b.mops, mop{kind: r.f, key: r.key, val: r.val})
 		}
-		b.p.txns[t].mops = b.mops[start:len(b.mops):len(b.mops)]
-	}
-	b.pending = nil
+		b.p.txns[o.t].mops = b.mops[start:len(b.mops):len(b.mops)]
+	})
+	b.open = procs{}
 	return b.p
 }
 
@@ -232,9 +351,9 @@ func (b *builder) event(e *history.Event) error {
 		return &history.PairError{Index: e.Index, Msg: "event has no process, so it cannot be paired with its invoke or completion"}
 	}
 	if e.Type == history.Invoke {
-		if prev, busy := b.open[pr]; busy {
+		if prev := b.open.get(pr); prev != nil {
 			return &history.PairError{Index: e.Index, Msg: fmt.Sprintf("process %s invokes %q while its %q invoked at index %d has not completed",
-				pr, e.F, b.pending[prev].f, b.p.txns[prev].invoke)}
+				pr, e.F, prev.f, b.p.txns[prev.t].invoke)}
 		}
 		mops, err := b.invokeMops(e)
 		if err != nil {
@@ -243,12 +362,13 @@ func (b *builder) event(e *history.Event) error {
 		b.invoke(pr, e.F, e.Index, mops)
 		return nil
 	}
-	t, open := b.open[pr]
-	if !open {
+	o := b.open.get(pr)
+	if o == nil {
 		return &history.PairError{Index: e.Index, Msg: fmt.Sprintf("%s completion from process %s has no open invoke", e.Type, pr)}
 	}
-	if pt := b.pending[t]; e.F != pt.f && e.F != "" {
-		return &history.PairError{Index: e.Index, Msg: fmt.Sprintf("completion f %q does not match invoke f %q at index %d", e.F, pt.f, b.p.txns[t].invoke)}
+	t := o.t
+	if e.F != o.f && e.F != "" {
+		return &history.PairError{Index: e.Index, Msg: fmt.Sprintf("completion f %q does not match invoke f %q at index %d", e.F, o.f, b.p.txns[t].invoke)}
 	}
 	var done []rawMop
 	if e.Type == history.OK {
@@ -301,7 +421,7 @@ func (b *builder) invokeMops(e *history.Event) ([]rawMop, error) {
 // okMops reads an ok completion's micro-operations against its invoke's.
 func (b *builder) okMops(t int32, e *history.Event) ([]rawMop, error) {
 	p := b.p
-	inv := b.pending[t].mops
+	inv := b.open.get(p.txns[t].process).mops
 	index := p.txns[t].invoke
 	out, ok := e.Value.([]history.Value)
 	if !ok || len(out) != len(inv) {

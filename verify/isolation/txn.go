@@ -84,6 +84,7 @@ type txn struct {
 type interner struct {
 	keys     map[string]int32
 	intKeys  map[int64]int32
+	small    []int32 // small[i] is integer key i's id plus one, 0 for none yet
 	keyNames []history.Value
 	vals     map[string]int64
 	valNames map[int64]history.Value
@@ -99,13 +100,7 @@ func newInterner() *interner {
 
 func (in *interner) key(k history.Value) int32 {
 	if i, ok := k.(int64); ok {
-		if id, ok := in.intKeys[i]; ok {
-			return id
-		}
-		id := int32(len(in.keyNames))
-		in.intKeys[i] = id
-		in.keyNames = append(in.keyNames, k)
-		return id
+		return in.intKey(i)
 	}
 	s := history.Key(k)
 	if id, ok := in.keys[s]; ok {
@@ -114,6 +109,30 @@ func (in *interner) key(k history.Value) int32 {
 	id := int32(len(in.keyNames))
 	in.keys[s] = id
 	in.keyNames = append(in.keyNames, k)
+	return id
+}
+
+// smallKeys is how many small integer keys (0 and up) the interner finds
+// in a slice rather than its map: tests use a few hundred keys at most,
+// and every micro-operation's key is looked up.
+const smallKeys = 4096
+
+func (in *interner) intKey(i int64) int32 {
+	if i >= 0 && i < smallKeys && int(i) < len(in.small) && in.small[i] != 0 {
+		return in.small[i] - 1
+	}
+	if id, ok := in.intKeys[i]; ok {
+		return id
+	}
+	id := int32(len(in.keyNames))
+	in.intKeys[i] = id
+	in.keyNames = append(in.keyNames, i)
+	if i >= 0 && i < smallKeys {
+		if int(i) >= len(in.small) {
+			in.small = append(in.small, make([]int32, int(i)+1-len(in.small))...)
+		}
+		in.small[i] = id + 1
+	}
 	return id
 }
 
