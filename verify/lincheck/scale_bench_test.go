@@ -94,9 +94,10 @@ func BenchmarkCheckCAS100k(b *testing.B) {
 		// whose visited set kept whole bitsets said so too, given 20 GiB
 		// (with 4 GiB it gave up).
 		{"stale-0.1pct", regsim.Config{Ops: 100_000, Keys: 1, InfoRate: 0.01, StaleRate: 0.001, Seed: 3}, 0, []linear.Verdict{linear.True}},
-		// Not linearizable; with a pending op linearized or not at every
-		// point after its invoke, the search gives up at the memory bound
-		// (4 GiB took 89 s here; 1 GiB a quarter of that).
+		// With a pending op linearized or not at every point after its
+		// invoke, the search gives up at the memory bound (the default
+		// 4 GiB took 34 s here from the command line, 89-108 s before the
+		// search kept its bitset's window; 1 GiB about a quarter of that).
 		{"stale-1pct-1GiB", regsim.Config{Ops: 100_000, Keys: 1, InfoRate: 0.01, StaleRate: 0.01, Seed: 3}, 1 << 30, []linear.Verdict{linear.False, linear.Unknown}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
