@@ -41,16 +41,8 @@ func asFormats(t *testing.T, events []history.Event) map[string][]byte {
 func TestStreamFormatsAgree(t *testing.T) {
 	for _, db := range txnsim.DBs {
 		for _, w := range []string{ListAppend, RWRegister} {
-			data := simulate(t, db, w, 1000, 3)
-			h, err := history.Parse("sim", data, history.JSONL)
-			if err != nil {
-				t.Fatal(err)
-			}
 			o := Options{Workload: w, Consistency: "strict-serializable"}
-			want, err := Check(context.Background(), h, o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			h, want := checkWhole(t, simulate(t, db, w, 1000, 3), o)
 			for name, in := range asFormats(t, h.Events) {
 				got, err := CheckReader(context.Background(), "sim", bytes.NewReader(in), "", history.Limits{}, o)
 				if err != nil {
@@ -60,6 +52,20 @@ func TestStreamFormatsAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkWhole parses JSON Lines data whole and checks it with Check.
+func checkWhole(t *testing.T, data []byte, o Options) (*history.History, *Result) {
+	t.Helper()
+	h, err := history.Parse("sim", data, history.JSONL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Check(context.Background(), h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, want
 }
 
 // sameResult fails unless got is want: verdict, anomalies, counts and
@@ -105,15 +111,8 @@ func TestStreamJSONLParallel(t *testing.T) {
 				b.WriteString(l + "\n")
 			}
 			data := []byte(b.String())
-			h, err := history.Parse("sim", data, history.JSONL)
-			if err != nil {
-				t.Fatal(err)
-			}
 			o := Options{Workload: w, Consistency: "strict-serializable"}
-			want, err := Check(context.Background(), h, o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, want := checkWhole(t, data, o)
 			par, err := CheckReader(context.Background(), "sim", bytes.NewReader(data), "", history.Limits{}, o)
 			if err != nil {
 				t.Fatal(err)
